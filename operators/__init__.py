@@ -1,0 +1,18 @@
+"""Built-in operators: the components a pipeline's nodes run. They know nothing of Prefect.
+
+Importing this package registers them (it is the `rldag.operators` entry point).
+"""
+
+from operators.advantage import GRPO_ADVANTAGE
+from operators.data.dataset import DATASET
+from operators.generate import TORCH_ENGINE
+from operators.rewards.arithmetic import compute_score as arithmetic_score
+from operators.score import score_operator
+from operators.train.policy_gradient import POLICY_GRADIENT
+from rldag.registry import register, register_adapter
+from rldag.spec import NodeKind
+
+for _op in (DATASET, TORCH_ENGINE, GRPO_ADVANTAGE, POLICY_GRADIENT):
+    register(_op)
+register(score_operator("arithmetic", arithmetic_score))
+register_adapter(NodeKind.score, score_operator)

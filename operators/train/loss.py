@@ -1,0 +1,87 @@
+"""The RL math of the trainer as pure tensor functions (masks are 1 on response tokens).
+
+Shapes: [batch, tokens] for per-token values. Names follow veRL: clip_ratio_low/high,
+clip_ratio_c (dual clip), loss_agg_mode.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0):
+    """log p(token) under softmax(logits / temperature), gathered at `tokens`."""
+    logp = F.log_softmax(logits.float() / temperature, dim=-1)
+    return logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def entropy_from_logits(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Per-token entropy of softmax(logits / temperature)."""
+    logp = F.log_softmax(logits.float() / temperature, dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over the positions where mask is 1 (0 when the mask is empty)."""
+    return (values * mask).sum() / mask.sum().clamp_min(1)
+
+
+def aggregate(losses: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean") -> torch.Tensor:
+    """Reduce per-token losses to a scalar.
+
+    token-mean: over all response tokens of the batch; seq-mean-token-sum: sum per sequence,
+    mean over sequences; seq-mean-token-mean: mean per sequence, then over sequences.
+    """
+    if mode == "token-mean":
+        return masked_mean(losses, mask)
+    per_seq = (losses * mask).sum(-1)
+    if mode == "seq-mean-token-mean":
+        per_seq = per_seq / mask.sum(-1).clamp_min(1)
+    elif mode != "seq-mean-token-sum":
+        raise ValueError(f"unknown loss_agg_mode {mode!r}")
+    return per_seq.mean()
+
+
+def ppo_clip_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_ratio_low: float = 0.2,
+    clip_ratio_high: float = 0.2,
+    clip_ratio_c: float | None = None,
+    loss_agg_mode: str = "token-mean",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PPO clipped surrogate with separate low/high ratios and optional dual clip.
+
+    `advantages` is per token (a sequence advantage broadcast over its tokens).
+    Returns (loss, clip fraction, approx KL old->new as mean of old_logp - logp).
+    """
+    log_ratio = (logp - old_logp).clamp(-20.0, 20.0)
+    ratio = log_ratio.exp()
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - clip_ratio_low, 1.0 + clip_ratio_high)
+    losses = torch.maximum(unclipped, clipped)
+    clipfrac = masked_mean((clipped > unclipped).float(), mask)
+    if clip_ratio_c is not None:
+        dual = torch.minimum(losses, -advantages * clip_ratio_c)
+        losses = torch.where(advantages < 0, dual, losses)
+    approx_kl = masked_mean(-log_ratio, mask)
+    return aggregate(losses, mask, loss_agg_mode), clipfrac.detach(), approx_kl.detach()
+
+
+def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") -> torch.Tensor:
+    """Per-token KL(policy || reference) estimate: k1, abs, k2 (mse) or k3 (low variance)."""
+    log_ratio = logp - ref_logp
+    if kind == "k1":
+        return log_ratio
+    if kind == "abs":
+        return log_ratio.abs()
+    if kind in ("k2", "mse"):
+        return 0.5 * log_ratio.square()
+    if kind in ("k3", "low_var_kl"):
+        neg = (-log_ratio).clamp(-20.0, 20.0)
+        return (neg.exp() - neg - 1.0).clamp(-10.0, 10.0)
+    raise ValueError(f"unknown kl estimator {kind!r}")

@@ -1,0 +1,178 @@
+"""`policy_gradient` train operator: GRPO / PPO-clip updates of an HF causal LM.
+
+Consumes rollouts with advantages, runs `epochs` passes of mini-batch AdamW steps (gradient
+accumulation over micro-batches, token-mean by default), and emits one metrics row per
+optimizer step. It owns the policy weights and their version (the weights edge's source).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+import torch
+from omegaconf import MISSING
+
+from operators.train.batch import PackedBatch, pack
+from operators.train.loss import (
+    aggregate,
+    entropy_from_logits,
+    kl_penalty,
+    masked_mean,
+    ppo_clip_loss,
+    token_logprobs,
+)
+from rldag.operator import NodeContext, OperatorDef, Port
+from rldag.schema import col, columns
+from rldag.spec import NodeKind, check_choice, check_positive
+
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
+KL_ESTIMATORS = ("k1", "k2", "k3", "abs", "mse", "low_var_kl")
+
+
+@dataclass
+class PolicyGradientParams:
+    """Parameters of the `policy_gradient` trainer."""
+
+    model_path: str = MISSING  # HF model directory of the initial policy
+    lr: float = 1e-6  # AdamW learning rate
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0  # max global grad norm
+    temperature: float = 1.0  # must equal the generate node's (logprobs are temperature-scaled)
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.2
+    clip_ratio_c: float | None = None  # dual-clip bound for negative advantages (e.g. 3.0)
+    loss_agg_mode: str = "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean
+    epochs: int = 1  # passes over each iteration's batch
+    mini_batch_size: int = 0  # sequences per optimizer step; 0 = the whole batch
+    micro_batch_size: int = 64  # sequences per forward/backward (gradient accumulation)
+    kl_coef: float = 0.0  # KL to the initial policy as a loss term; 0 = no reference model
+    kl_estimator: str = "k3"  # k1 | k2 (mse) | k3 (low_var_kl) | abs
+    entropy_coef: float = 0.0  # bonus on token entropy
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        check_choice("loss_agg_mode", self.loss_agg_mode, LOSS_AGG_MODES)
+        check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+        check_positive("lr", self.lr)
+        check_positive("temperature", self.temperature)
+        check_positive("epochs", self.epochs)
+        check_positive("micro_batch_size", self.micro_batch_size)
+        check_positive("mini_batch_size", self.mini_batch_size, allow_zero=True)
+
+
+def _load(path: str, device: str) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+
+
+class PolicyGradientTrainer:
+    """Holds the policy, optional frozen reference and the optimizer for the whole run."""
+
+    def __init__(self, params: PolicyGradientParams) -> None:
+        self.p = params
+        self.model = _load(params.model_path, params.device)
+        self.model.train()
+        self.ref = _load(params.model_path, params.device).eval() if params.kl_coef else None
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=params.lr, weight_decay=params.weight_decay
+        )
+        self.policy_version = 0
+        self.pad_id = self.model.config.pad_token_id or 0
+
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        """The current policy weights (references, no copy)."""
+        return self.model.state_dict()
+
+    def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
+        self.model.load_state_dict(weights)
+        self.policy_version = version
+
+    def _micro_loss(self, mb: PackedBatch, scale: float) -> dict[str, float]:
+        p = self.p
+        logits = self.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+        logits = logits[:, :-1]
+        logp = token_logprobs(logits, mb.targets, p.temperature)
+        adv = mb.advantages.unsqueeze(-1) * mb.mask
+        pg_loss, clipfrac, approx_kl = ppo_clip_loss(
+            logp,
+            mb.old_logprobs,
+            adv,
+            mb.mask,
+            clip_ratio_low=p.clip_ratio_low,
+            clip_ratio_high=p.clip_ratio_high,
+            clip_ratio_c=p.clip_ratio_c,
+            loss_agg_mode=p.loss_agg_mode,
+        )
+        entropy = aggregate(entropy_from_logits(logits, p.temperature), mb.mask, p.loss_agg_mode)
+        loss = pg_loss - p.entropy_coef * entropy
+        kl = torch.zeros(())
+        if self.ref is not None:
+            with torch.no_grad():
+                ref_logits = self.ref(input_ids=mb.input_ids, attention_mask=mb.attention_mask)
+                ref_logp = token_logprobs(ref_logits.logits[:, :-1], mb.targets, p.temperature)
+            kl = aggregate(kl_penalty(logp, ref_logp, p.kl_estimator), mb.mask, p.loss_agg_mode)
+            loss = loss + p.kl_coef * kl
+        (loss * scale).backward()
+        stats = {"loss": loss, "pg_loss": pg_loss, "pg_clipfrac": clipfrac}
+        stats |= {"approx_kl": approx_kl, "entropy": entropy, "kl": kl}
+        stats["mean_logprob"] = masked_mean(logp.detach(), mb.mask)
+        return {k: float(v) * scale for k, v in stats.items()}
+
+    def _step(self, batch: PackedBatch) -> dict[str, float]:
+        size, tokens = batch.rows, float(batch.mask.sum())
+        totals: dict[str, float] = {}
+        self.optimizer.zero_grad(set_to_none=True)
+        for start in range(0, size, self.p.micro_batch_size):
+            mb = batch.slice(start, start + self.p.micro_batch_size)
+            by_tokens = float(mb.mask.sum()) / max(tokens, 1.0)
+            scale = by_tokens if self.p.loss_agg_mode == "token-mean" else mb.rows / size
+            for k, v in self._micro_loss(mb, scale).items():
+                totals[k] = totals.get(k, 0.0) + v
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.p.grad_clip)
+        self.optimizer.step()
+        totals |= {"grad_norm": float(norm), "lr": self.optimizer.param_groups[0]["lr"]}
+        return totals | {"tokens": tokens}
+
+    def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
+        start = time.perf_counter()
+        batch = pack(inputs["batch"], self.pad_id, self.p.device)
+        mini = self.p.mini_batch_size or batch.rows
+        rows: list[dict[str, float]] = []
+        for _ in range(self.p.epochs):
+            for lo in range(0, batch.rows, mini):
+                rows.append(self._step(batch.slice(lo, lo + mini)))
+        self.policy_version += 1
+        seconds = time.perf_counter() - start
+        tokens_per_s = sum(r["tokens"] for r in rows) / max(seconds, 1e-9)
+        return pa.table(
+            {
+                "step": pa.array(range(len(rows)), pa.int64()),
+                "policy_version": pa.array([self.policy_version] * len(rows), pa.int64()),
+                **{k: pa.array([r[k] for r in rows], pa.float32()) for k in METRICS},
+                "tokens_per_s": pa.array([tokens_per_s] * len(rows), pa.float32()),
+            }
+        )
+
+
+METRICS = ("loss", "pg_loss", "pg_clipfrac", "approx_kl", "entropy", "kl", "mean_logprob")
+METRICS += ("grad_norm", "lr", "tokens")
+
+POLICY_GRADIENT = OperatorDef(
+    name="policy_gradient",
+    kind=NodeKind.train,
+    factory=PolicyGradientTrainer,
+    ports=(Port("batch", columns("prompt_ids", "response_ids", "response_logprobs", "advantage")),),
+    adds=(
+        col("step", pa.int64()),
+        col("policy_version"),
+        *(col(name, pa.float32()) for name in METRICS),
+        col("tokens_per_s", pa.float32()),
+    ),
+    passthrough=False,
+    params=PolicyGradientParams,
+    stateful=True,
+    description="GRPO/PPO-clip policy-gradient trainer (AdamW, grad clip, optional KL).",
+)

@@ -1,0 +1,40 @@
+"""Error types a user can act on. Every bad-input error names where the problem is."""
+
+from __future__ import annotations
+
+
+class RldagError(Exception):
+    """Base of all rldag errors."""
+
+
+class InputError(RldagError):
+    """Bad input (pipeline, overrides, data, model path): the CLI exits 2 and runs nothing.
+
+    `where` is the file, `path` the key path inside it (``nodes.score.inputs.rollouts``).
+    """
+
+    def __init__(self, message: str, *, path: str = "", where: str = "") -> None:
+        self.message = message
+        self.path = path
+        self.where = where
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        prefix = ": ".join(p for p in (self.where, self.path) if p)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class SpecError(InputError):
+    """pipeline.yaml does not match the schema (unknown key, wrong type, missing field)."""
+
+
+class GraphError(InputError):
+    """The node graph is invalid (cycle, dangling input, unknown operator, bad port)."""
+
+
+class SchemaError(InputError):
+    """An edge's Arrow schema does not give the consumer the columns it requires."""
+
+
+class RunError(RldagError):
+    """A run failed while executing a node: the CLI exits 1."""

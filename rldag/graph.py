@@ -1,0 +1,170 @@
+"""The typed DAG of one iteration: nodes, ports, edges, topological order, edge schemas.
+
+Built from a validated spec before anything runs. The weights edge (train -> generate) is
+loop-carried: it feeds iteration i from the train node of iteration i-1, so it is not part of
+the per-iteration DAG and cannot form a cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from rldag.errors import GraphError, InputError
+from rldag.operator import OperatorDef
+from rldag.registry import resolve
+from rldag.schema import check_edge, extend, to_schema
+from rldag.spec import LoadedPipeline, NodeKind, NodeSpec, PoolName, merge_params
+
+
+@dataclass
+class Node:
+    """A node of the graph with its resolved operator, validated params and output schema."""
+
+    name: str
+    spec: NodeSpec
+    op: OperatorDef
+    params: object
+    inputs: dict[str, str]  # table port -> upstream node
+    weights_from: str | None  # the train node whose weights this node loads
+    output: pa.Schema
+
+    @property
+    def kind(self) -> NodeKind:
+        return self.spec.kind
+
+    @property
+    def pool(self) -> PoolName:
+        return self.spec.resolved_pool
+
+
+@dataclass
+class Graph:
+    """Nodes in topological order (ties keep pipeline.yaml order)."""
+
+    nodes: dict[str, Node]
+
+    @property
+    def order(self) -> list[str]:
+        return list(self.nodes)
+
+    def consumers(self, name: str) -> list[str]:
+        """Nodes that read `name`'s table."""
+        return [n.name for n in self.nodes.values() if name in n.inputs.values()]
+
+
+def _resolve_node(name: str, spec: NodeSpec, where: str) -> tuple[OperatorDef, object]:
+    try:
+        op = resolve(spec.op, spec.kind)
+    except GraphError as err:
+        raise GraphError(err.message, path=f"nodes.{name}.op", where=where) from None
+    params = spec.params
+    if op.params is not None:
+        params = merge_params(op.params, spec.params, where, f"nodes.{name}.params")
+    elif spec.params:
+        key = next(iter(spec.params))
+        raise GraphError(
+            f"operator '{spec.op}' takes no params", path=f"nodes.{name}.params.{key}", where=where
+        )
+    return op, params
+
+
+def _wire_ports(
+    name: str, spec: NodeSpec, op: OperatorDef, specs: dict[str, NodeSpec], where: str
+) -> tuple[dict[str, str], str | None]:
+    ports = {p.name: p for p in op.ports}
+    tables: dict[str, str] = {}
+    weights_from = None
+    for port, upstream in spec.inputs.items():
+        path = f"nodes.{name}.inputs.{port}"
+        if port not in ports:
+            known = ", ".join(ports) or "none"
+            raise GraphError(
+                f"operator '{op.name}' has no port '{port}' (ports: {known})",
+                path=path,
+                where=where,
+            )
+        if upstream not in specs:
+            known = ", ".join(specs)
+            raise GraphError(
+                f"node '{upstream}' does not exist (nodes: {known})", path=path, where=where
+            )
+        if upstream == name and not ports[port].weights:
+            raise GraphError(f"node '{name}' reads its own output", path=path, where=where)
+        if ports[port].weights:
+            if specs[upstream].kind != NodeKind.train:
+                raise GraphError(
+                    f"the weights port must come from a train node; '{upstream}' is "
+                    f"{specs[upstream].kind.value}",
+                    path=path,
+                    where=where,
+                )
+            weights_from = upstream
+        else:
+            tables[port] = upstream
+    for port in op.ports:
+        if not port.optional and port.name not in spec.inputs:
+            raise GraphError(
+                f"required port '{port.name}' of operator '{op.name}' is not connected",
+                path=f"nodes.{name}.inputs",
+                where=where,
+            )
+    return tables, weights_from
+
+
+def _topological_order(edges: dict[str, dict[str, str]], where: str) -> list[str]:
+    remaining = {n: set(ins.values()) for n, ins in edges.items()}
+    order: list[str] = []
+    while remaining:
+        ready = [n for n, deps in remaining.items() if not deps - set(order)]
+        if not ready:
+            cycle = " -> ".join(sorted(remaining))
+            raise GraphError(
+                f"the graph has a cycle among nodes: {cycle}", path="nodes", where=where
+            )
+        order.append(ready[0])
+        del remaining[ready[0]]
+    return order
+
+
+def _output_schema(node: Node, upstream: dict[str, pa.Schema], where: str) -> pa.Schema:
+    op = node.op
+    if op.output_schema is not None:
+        try:
+            return op.output_schema(node.params)
+        except InputError as err:
+            path = f"nodes.{node.name}.params" + (f".{err.path}" if err.path else "")
+            raise InputError(err.message, path=path, where=where) from None
+    table_ports = op.table_ports
+    for port in table_ports:
+        if port.name in node.inputs:
+            producer = node.inputs[port.name]
+            check_edge(
+                port.columns,
+                upstream[producer],
+                consumer=node.name,
+                port=port.name,
+                producer=producer,
+                where=where,
+            )
+    if op.passthrough and table_ports and table_ports[0].name in node.inputs:
+        return extend(upstream[node.inputs[table_ports[0].name]], op.adds)
+    return to_schema(op.adds)
+
+
+def build_graph(loaded: LoadedPipeline) -> Graph:
+    """Resolve operators, validate params, wire ports, order nodes and check every edge."""
+    where = loaded.source
+    specs = loaded.spec.nodes
+    partial: dict[str, Node] = {}
+    for name, spec in specs.items():
+        op, params = _resolve_node(name, spec, where)
+        tables, weights_from = _wire_ports(name, spec, op, specs, where)
+        partial[name] = Node(name, spec, op, params, tables, weights_from, pa.schema([]))
+    order = _topological_order({n: node.inputs for n, node in partial.items()}, where)
+    schemas: dict[str, pa.Schema] = {}
+    for name in order:
+        node = partial[name]
+        node.output = schemas[name] = _output_schema(node, schemas, where)
+    return Graph({name: partial[name] for name in order})

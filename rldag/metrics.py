@@ -1,0 +1,60 @@
+"""Per-iteration metrics from the iteration's edge tables and node timings.
+
+Names follow what veRL users read: ``reward/mean``, ``timing_s/<node>``, ``perf/tokens_per_s``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rldag.graph import Graph
+from rldag.spec import NodeKind
+
+
+def _first_with(graph: Graph, tables: Mapping[str, pa.Table], column: str) -> pa.Table | None:
+    for name in graph.order:
+        table = tables.get(name)
+        if table is not None and column in table.column_names and table.num_rows:
+            return table
+    return None
+
+
+def _mean(array: pa.ChunkedArray) -> float:
+    value = pc.mean(array).as_py()
+    return float(value) if value is not None else float("nan")
+
+
+def iteration_metrics(
+    graph: Graph,
+    tables: Mapping[str, pa.Table],
+    seconds: Mapping[str, float],
+    weight_sync_s: float,
+) -> dict[str, float]:
+    """Reward, length, throughput, timing and train metrics for one iteration."""
+    out: dict[str, float] = {}
+    scored = _first_with(graph, tables, "reward")
+    if scored is not None:
+        out["reward/mean"] = _mean(scored["reward"])
+        out["reward/std"] = float(pc.stddev(scored["reward"], ddof=0).as_py() or 0.0)
+    generated = _first_with(graph, tables, "response_ids")
+    if generated is not None:
+        lengths = pc.list_value_length(generated["response_ids"])
+        out["response_length/mean"] = _mean(lengths)
+        out["response_length/max"] = float(pc.max(lengths).as_py())
+        out["policy_version"] = float(pc.max(generated["policy_version"]).as_py())
+        gen_s = sum(seconds.get(n, 0.0) for n in graph.order if graph.nodes[n].kind == "generate")
+        if gen_s > 0:
+            out["perf/tokens_per_s"] = float(pc.sum(lengths).as_py()) / gen_s
+    for name in graph.order:
+        node = graph.nodes[name]
+        out[f"timing_s/{name}"] = seconds.get(name, 0.0)
+        table = tables.get(name)
+        if node.kind == NodeKind.train and table is not None and table.num_rows:
+            for field in table.schema:
+                if pa.types.is_floating(field.type) or pa.types.is_integer(field.type):
+                    out[f"train/{field.name}"] = _mean(table[field.name])
+    out["timing_s/weight_sync"] = weight_sync_s
+    return out

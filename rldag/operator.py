@@ -1,0 +1,78 @@
+"""The operator contract: what a node runs, its typed ports and what it adds to the table.
+
+Operators live in the `operators` package (or user code) and register here by name; rldag
+only sees these declarations. A built operator is a callable over Arrow tables.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import pyarrow as pa
+
+from rldag.schema import Column
+from rldag.spec import NodeKind
+
+Dispatch = Literal["replicate", "group"]
+
+
+@dataclass(frozen=True)
+class Port:
+    """An input of an operator: the columns it requires, or the weights edge."""
+
+    name: str
+    columns: tuple[Column, ...] = ()
+    weights: bool = False  # loop-carried: fed by the train node of an earlier iteration
+    optional: bool = False
+
+
+@dataclass
+class NodeContext:
+    """What an operator may know about where it runs; nothing about the orchestrator."""
+
+    node: str
+    iteration: int
+    seed: int
+    run_uri: str
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("rldag.ops"))
+
+
+class OperatorInstance(Protocol):
+    """A built operator: maps its input tables (by port) to one output table."""
+
+    def __call__(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table: ...
+
+
+class PolicyHolder(Protocol):
+    """A stateful operator that owns policy weights (trainer, rollout engine)."""
+
+    policy_version: int
+
+    def export_weights(self) -> dict[str, Any]: ...
+
+    def load_weights(self, weights: dict[str, Any], version: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class OperatorDef:
+    """A registered operator: ports, output columns, params type and a factory."""
+
+    name: str
+    kind: NodeKind
+    factory: Callable[[Any], OperatorInstance]  # params -> runnable
+    ports: tuple[Port, ...] = ()
+    adds: tuple[Column, ...] = ()  # columns added to the primary (first) input's table
+    passthrough: bool = True  # False: the output has only `adds` (e.g. train metrics)
+    params: type | None = None  # a dataclass; pipeline params are validated against it
+    stateful: bool = False  # lives in a pool worker for the whole run
+    dispatch: Dispatch = "group"  # how rows are spread over workers: by prompt group or copied
+    output_schema: Callable[[Any], pa.Schema] | None = None  # sources: schema from the data
+    description: str = ""
+
+    @property
+    def table_ports(self) -> tuple[Port, ...]:
+        """Ports that carry Arrow tables (everything but the weights edge)."""
+        return tuple(p for p in self.ports if not p.weights)

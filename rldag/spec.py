@@ -1,0 +1,178 @@
+"""pipeline.yaml -> a validated, resolved PipelineSpec (OmegaConf structured configs).
+
+Every key has a type and a default; unknown keys, wrong types and missing values raise
+SpecError naming the file and the key path. Overrides are OmegaConf dotlist strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from rldag.errors import SpecError
+
+
+class NodeKind(StrEnum):
+    """What a node does; decides its default pool and its Prefect task."""
+
+    source = "source"
+    generate = "generate"
+    sandbox = "sandbox"
+    score = "score"
+    transform = "transform"
+    train = "train"
+
+
+class PoolName(StrEnum):
+    """The resource pools a node can run on."""
+
+    driver = "driver"
+    rollout = "rollout"
+    environment = "environment"
+    training = "training"
+
+
+DEFAULT_POOL = {
+    NodeKind.generate: PoolName.rollout,
+    NodeKind.sandbox: PoolName.environment,
+    NodeKind.train: PoolName.training,
+}
+
+
+@dataclass
+class NodeSpec:
+    """One node of the pipeline graph."""
+
+    kind: NodeKind = MISSING  # generate | sandbox | score | train | source | transform
+    op: str = MISSING  # a registered operator name, or module:function for user code
+    pool: PoolName | None = None  # defaults by kind: generate->rollout, train->training, ...
+    inputs: dict[str, str] = field(default_factory=dict)  # port -> upstream node name
+    params: dict[str, Any] = field(default_factory=dict)  # operator parameters
+    persist: bool | None = None  # store this node's table as Parquet (default: storage.persist)
+
+    @property
+    def resolved_pool(self) -> PoolName:
+        """The pool the node runs on: explicit, else by kind, else the driver."""
+        return self.pool or DEFAULT_POOL.get(self.kind, PoolName.driver)
+
+
+@dataclass
+class StorageSpec:
+    """Where edge tables, metrics and checkpoints go."""
+
+    uri: str = "file://./runs"  # file://path, a plain path, or s3://bucket/prefix
+    persist: bool = True  # persist every edge table unless a node says otherwise
+
+
+@dataclass
+class ModelSpec:
+    """The policy model; node params refer to it as ${model.path}."""
+
+    path: str = MISSING  # a Hugging Face model directory (from_pretrained)
+
+
+@dataclass
+class PipelineSpec:
+    """The whole pipeline.yaml."""
+
+    name: str = "pipeline"  # shown in run ids and the Prefect UI
+    iterations: int = 1  # RL iterations to run
+    seed: int = 0  # seeds sampling, shuffling and initialisation
+    model: ModelSpec = field(default_factory=ModelSpec)
+    storage: StorageSpec = field(default_factory=StorageSpec)
+    nodes: dict[str, NodeSpec] = field(default_factory=dict)
+
+
+@dataclass
+class LoadedPipeline:
+    """A validated spec plus its resolved YAML text (stored with every run)."""
+
+    spec: PipelineSpec
+    resolved_yaml: str
+    source: str
+
+
+def _spec_error(err: OmegaConfBaseException, where: str, prefix: str = "") -> SpecError:
+    key = getattr(err, "full_key", "") or ""
+    message = str(getattr(err, "msg", "") or err).splitlines()[0]
+    path = ".".join(p for p in (prefix, key) if p)
+    return SpecError(message, path=path, where=where)
+
+
+def _load_yaml(path: Path) -> DictConfig:
+    if not path.is_file():
+        raise SpecError(f"pipeline file not found: {path}", where=str(path))
+    try:
+        cfg = OmegaConf.load(path)
+    except yaml.YAMLError as err:
+        raise SpecError(f"not valid YAML: {err}".replace("\n", " "), where=str(path)) from None
+    except OmegaConfBaseException as err:
+        raise _spec_error(err, str(path)) from None
+    if not isinstance(cfg, DictConfig):
+        raise SpecError("the top level must be a mapping of keys", where=str(path))
+    return cfg
+
+
+def _parse_overrides(overrides: list[str]) -> DictConfig:
+    for item in overrides:
+        if "=" not in item:
+            raise SpecError(f"override {item!r} is not key=value", where="command line")
+    try:
+        return OmegaConf.from_dotlist(list(overrides))
+    except OmegaConfBaseException as err:
+        raise _spec_error(err, "command line") from None
+
+
+def merge_params(schema_type: type, params: dict[str, Any], where: str, prefix: str) -> Any:
+    """Validate an operator's params against its dataclass; errors name ``prefix.<key>``."""
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema_type), params)
+        return OmegaConf.to_object(merged)
+    except OmegaConfBaseException as err:
+        raise _spec_error(err, where, prefix) from None
+    except SpecError as err:  # raised by a params dataclass's __post_init__ checks
+        raise SpecError(err.message, path=f"{prefix}.{err.path}", where=where) from None
+
+
+def check_choice(key: str, value: object, allowed: tuple[object, ...]) -> None:
+    """For params dataclasses' __post_init__: `value` must be one of `allowed`."""
+    if value not in allowed:
+        options = ", ".join(str(a) for a in allowed)
+        raise SpecError(f"expected one of [{options}], got {value!r}", path=key)
+
+
+def check_positive(key: str, value: float, *, allow_zero: bool = False) -> None:
+    """For params dataclasses' __post_init__: `value` must be > 0 (or >= 0)."""
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise SpecError(f"must be {bound}, got {value!r}", path=key)
+
+
+def load_pipeline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedPipeline:
+    """Read, merge overrides into, type-check and resolve a pipeline file."""
+    path = Path(path)
+    where = str(path)
+    raw = _load_yaml(path)
+    extra = _parse_overrides(list(overrides))
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(PipelineSpec), OmegaConf.merge(raw, extra))
+        OmegaConf.resolve(merged)
+        spec = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as err:
+        raise _spec_error(err, where) from None
+    assert isinstance(spec, PipelineSpec)
+    _check_values(spec, where)
+    return LoadedPipeline(spec=spec, resolved_yaml=OmegaConf.to_yaml(merged), source=where)
+
+
+def _check_values(spec: PipelineSpec, where: str) -> None:
+    if spec.iterations < 1:
+        raise SpecError(f"must be >= 1, got {spec.iterations}", path="iterations", where=where)
+    if not spec.nodes:
+        raise SpecError("the pipeline has no nodes", path="nodes", where=where)

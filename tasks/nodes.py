@@ -1,0 +1,44 @@
+"""One Prefect task per node kind; each task run is named after its pipeline node.
+
+Tasks pass only handles (URI, rows, bytes); the tables stay with the run's pools.
+"""
+
+from __future__ import annotations
+
+from prefect import Task, task
+from prefect.cache_policies import NO_CACHE
+
+from rldag.graph import Node
+from rldag.run import get_run
+from rldag.spec import NodeKind
+from rldag.storage import TableHandle
+
+# The contract of each kind as Prefect sees it: how often a failure is retried.
+# Train steps the optimizer and is never retried blindly.
+RETRIES = {
+    NodeKind.source: 1,
+    NodeKind.generate: 0,
+    NodeKind.sandbox: 1,
+    NodeKind.score: 1,
+    NodeKind.transform: 0,
+    NodeKind.train: 0,
+}
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def run_node(
+    run_id: str, iteration: int, node: str, upstream: dict[str, TableHandle | None]
+) -> TableHandle:
+    """Execute one node of one iteration; `upstream` only orders and links the graph."""
+    return get_run(run_id).execute_node(iteration, node)
+
+
+_TASKS: dict[NodeKind, Task] = {
+    kind: run_node.with_options(name=kind.value, retries=retries)
+    for kind, retries in RETRIES.items()
+}
+
+
+def node_task(node: Node) -> Task:
+    """The Prefect task of `node`'s kind, with the task run named after the node."""
+    return _TASKS[node.kind].with_options(task_run_name=node.name)

@@ -1,0 +1,75 @@
+"""Shared fixtures: small pipeline files and datasets written into tmp dirs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    """A veRL-format parquet with 6 addition prompts."""
+    rows = [(a, b) for a in range(2) for b in range(3)]
+    table = pa.table(
+        {
+            "prompt": [f"{a}+{b}=" for a, b in rows],
+            "data_source": ["arithmetic"] * len(rows),
+            "reward_model": [{"ground_truth": str(a + b), "style": "rule"} for a, b in rows],
+            "extra_info": [{"split": "train", "index": i} for i in range(len(rows))],
+        }
+    )
+    path = tmp_path / "train.parquet"
+    pq.write_table(table, path)
+    return path
+
+
+def scoring_pipeline(dataset: Path, **extra: object) -> dict:
+    """A model-free pipeline: source -> answer (user operator) -> score (user function) ->
+    advantage."""
+    spec = {
+        "name": "scoring",
+        "iterations": 2,
+        "model": {"path": "unused"},
+        "nodes": {
+            "prompts": {
+                "kind": "source",
+                "op": "dataset",
+                "params": {"path": str(dataset), "batch_size": 4},
+            },
+            "answer": {
+                "kind": "transform",
+                "op": "tests.user_code:ANSWER_HALF",
+                "inputs": {"prompts": "prompts"},
+            },
+            "score": {
+                "kind": "score",
+                "op": "tests.user_code:echo_score",
+                "inputs": {"rollouts": "answer"},
+            },
+            "advantage": {
+                "kind": "transform",
+                "op": "grpo_advantage",
+                "inputs": {"scored": "score"},
+            },
+        },
+    }
+    spec.update(extra)
+    return spec
+
+
+@pytest.fixture
+def write_yaml(tmp_path: Path):
+    """Write a dict (or raw text) as pipeline.yaml and return its path."""
+
+    def write(content: dict | str, name: str = "pipeline.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(
+            content if isinstance(content, str) else yaml.safe_dump(content, sort_keys=False)
+        )
+        return path
+
+    return write
