@@ -1,29 +1,34 @@
-# `make run` runs the default pipeline on CPU; `make test` lints and runs the tests.
+# `make run` runs the default pipeline on CPU; `make test` lints and runs every test.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint test-fast clean
+.PHONY: run test lint test-fast model clean
 
+# The venv: the project editable, with torch pinned to the CPU wheel (constraints.txt).
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-run: $(STAMP)
+# The tiny default model, tokenizer and addition data (deterministic, cached).
+model: $(STAMP)
+	$(BIN)/python -m operators.tiny_task --out .cache/tiny
+
+run: model
 	$(BIN)/rldag run pipeline.yaml
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
-	$(BIN)/pytest -q
+test: lint model
+	$(BIN)/pytest
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -m "not slow"
 
 clean:
-	rm -rf $(VENV) runs .cache
+	rm -rf $(VENV) .cache runs

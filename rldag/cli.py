@@ -16,8 +16,8 @@ from rldag.errors import InputError, RunError
 from rldag.graph import Graph, build_graph
 from rldag.spec import LoadedPipeline, load_pipeline
 
-err_console = Console(stderr=True)
-console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+console = Console(soft_wrap=True)
 
 
 def _load(args: argparse.Namespace) -> tuple[LoadedPipeline, Graph]:

@@ -73,3 +73,20 @@ def write_yaml(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def prefect_api():
+    """A real temporary Prefect server (SQLite) for the whole test session."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="session")
+def tiny_task() -> Path:
+    """The tiny model, tokenizer and addition data, built once (cached under .cache/)."""
+    from operators.tiny_task import build_tiny_task
+
+    return build_tiny_task(Path(__file__).resolve().parents[1] / ".cache" / "tiny")

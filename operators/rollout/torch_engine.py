@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoTokenizer, DynamicCache
 
+from operators.hf import load_causal_lm
 from operators.rollout.sampling import Completion, SamplingParams, select_next_tokens
 
 __all__ = ["TorchEngine"]
@@ -82,7 +83,7 @@ class TorchEngine:
         ``AutoModelForCausalLM.from_pretrained`` (e.g. ``attn_implementation``).
         """
         engine_kw = {k: kw.pop(k) for k in _ENGINE_KWARGS if k in kw}
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw)
+        model = load_causal_lm(path, dtype=dtype, **kw)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
         except (OSError, ValueError):

@@ -14,6 +14,7 @@ import pyarrow as pa
 import torch
 from omegaconf import MISSING
 
+from operators.hf import load_causal_lm
 from operators.train.batch import PackedBatch, pack
 from operators.train.loss import (
     aggregate,
@@ -62,20 +63,18 @@ class PolicyGradientParams:
         check_positive("mini_batch_size", self.mini_batch_size, allow_zero=True)
 
 
-def _load(path: str, device: str) -> torch.nn.Module:
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
-
-
 class PolicyGradientTrainer:
     """Holds the policy, optional frozen reference and the optimizer for the whole run."""
 
     def __init__(self, params: PolicyGradientParams) -> None:
         self.p = params
-        self.model = _load(params.model_path, params.device)
+        self.model = load_causal_lm(params.model_path, device=params.device)
         self.model.train()
-        self.ref = _load(params.model_path, params.device).eval() if params.kl_coef else None
+        self.ref = (
+            load_causal_lm(params.model_path, device=params.device).eval()
+            if params.kl_coef
+            else None
+        )
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=params.lr, weight_decay=params.weight_decay
         )
@@ -119,7 +118,7 @@ class PolicyGradientTrainer:
         stats = {"loss": loss, "pg_loss": pg_loss, "pg_clipfrac": clipfrac}
         stats |= {"approx_kl": approx_kl, "entropy": entropy, "kl": kl}
         stats["mean_logprob"] = masked_mean(logp.detach(), mb.mask)
-        return {k: float(v) * scale for k, v in stats.items()}
+        return {k: float(v.detach()) * scale for k, v in stats.items()}
 
     def _step(self, batch: PackedBatch) -> dict[str, float]:
         size, tokens = batch.rows, float(batch.mask.sum())
