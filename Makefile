@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint test-fast model clean
+.PHONY: run test lint test-fast model system-deps clean
 
 # The venv: the project editable, with torch pinned to the CPU wheel (constraints.txt).
 $(STAMP): pyproject.toml constraints.txt
@@ -12,6 +12,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+# System packages the sandbox needs (bubblewrap, python3, libseccomp2); installs only what is
+# missing, as root.
+system-deps:
+	sh scripts/install-system-deps.sh
 
 # The tiny default model, tokenizer and addition data (deterministic, cached).
 model: $(STAMP)
@@ -24,7 +29,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint model
+test: lint model system-deps
 	$(BIN)/pytest
 
 test-fast: $(STAMP)
