@@ -1,4 +1,5 @@
-"""The `rldag` command: validate | plan | run a pipeline.yaml with key=value overrides.
+"""The `rldag` command: validate | plan | run a pipeline.yaml with key=value overrides;
+`rldag sandbox FILE.py` runs one program the way a sandbox node does.
 
 Exit codes: 0 ok, 1 the run failed, 2 bad input (nothing ran, nothing written).
 """
@@ -6,9 +7,11 @@ Exit codes: 0 ok, 1 the run failed, 2 bad input (nothing ran, nothing written).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 
@@ -79,6 +82,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    """Run one program in the sandbox exactly as a sandbox node would; print JSON."""
+    from operators.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, TestSpec
+
+    def read(path: str, key: str) -> str:
+        try:
+            return Path(path).read_text()
+        except OSError as err:
+            raise InputError(f"cannot read {path}: {err.strerror}", path=key) from None
+
+    program = read(args.program, "FILE")
+    tests = TestSpec.parse(read(args.tests, "--tests")) if args.tests else None
+    try:
+        limits = SandboxLimits(
+            wall_seconds=args.timeout, cpu_seconds=args.timeout, memory_mb=args.memory
+        )
+    except ValueError as err:
+        raise InputError(str(err), path="--timeout/--memory") from None
+    try:
+        with Sandbox(limits, concurrency=1, isolation=args.isolation) as sandbox:
+            result = sandbox.run(program, tests, stdin=args.stdin)
+    except SandboxUnavailable as err:
+        err_console.print(f"[red]sandbox unavailable:[/red] {err}", highlight=False)
+        return 1
+    print(json.dumps(result.to_dict(), indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rldag", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -93,6 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(fn=fn)
         if name == "run":
             p.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
+    box = sub.add_parser("sandbox", help="run one program in the sandbox; print the result JSON")
+    box.add_argument("program", metavar="FILE.py")
+    box.add_argument("--tests", help="tests file: assert source, JSON cases, MBPP/APPS shapes")
+    box.add_argument("--timeout", type=float, default=5.0, help="wall and CPU seconds")
+    box.add_argument("--memory", type=int, default=256, help="memory limit in MB")
+    box.add_argument("--stdin", default="", help="text fed to the program's stdin")
+    box.add_argument("--isolation", choices=("full", "none"), default="full")
+    box.set_defaults(fn=cmd_sandbox)
     return parser
 
 
