@@ -1,0 +1,24 @@
+"""The tiny default task: a locally trained tokenizer, a warmed-up 3-layer Qwen2, and
+single-digit addition data in veRL parquet format.
+
+``build_tiny_task(DIR)`` (or ``python -m operators.tiny_task --out DIR``) writes everything into
+``DIR``; see :mod:`operators.tiny_task.build` for the layout. Importing this package is cheap:
+torch and transformers are only imported when a build actually runs.
+"""
+
+from operators.tiny_task.build import build_tiny_task, is_built, read_stamp
+from operators.tiny_task.params import EvalParams, ModelParams, TinyTaskParams, WarmupParams
+from operators.tiny_task.problems import DATA_SOURCE, Problem, all_problems
+
+__all__ = [
+    "DATA_SOURCE",
+    "EvalParams",
+    "ModelParams",
+    "Problem",
+    "TinyTaskParams",
+    "WarmupParams",
+    "all_problems",
+    "build_tiny_task",
+    "is_built",
+    "read_stamp",
+]

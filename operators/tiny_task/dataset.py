@@ -1,0 +1,56 @@
+"""Writes the task as veRL-format parquet files.
+
+Columns (one row per problem):
+
+* ``prompt``: the plain prompt string, e.g. ``"3+5="``;
+* ``data_source``: ``"arithmetic"`` (selects :mod:`operators.rewards.arithmetic`);
+* ``reward_model``: struct ``{ground_truth: string, style: "rule"}``;
+* ``extra_info``: struct ``{split: string, index: int64}``.
+
+Both splits hold all 100 problems in index order: the RL policy trains on the whole table and
+the test split measures how much of it has been learned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from operators.tiny_task.problems import DATA_SOURCE, Problem
+
+SCHEMA = pa.schema(
+    [
+        pa.field("prompt", pa.string()),
+        pa.field("data_source", pa.string()),
+        pa.field(
+            "reward_model",
+            pa.struct([pa.field("ground_truth", pa.string()), pa.field("style", pa.string())]),
+        ),
+        pa.field(
+            "extra_info",
+            pa.struct([pa.field("split", pa.string()), pa.field("index", pa.int64())]),
+        ),
+    ]
+)
+
+
+def problems_table(problems: Sequence[Problem], split: str) -> pa.Table:
+    """The veRL-format table for ``problems``, tagged with ``split``."""
+    rows = [
+        {
+            "prompt": p.prompt,
+            "data_source": DATA_SOURCE,
+            "reward_model": {"ground_truth": p.answer, "style": "rule"},
+            "extra_info": {"split": split, "index": p.index},
+        }
+        for p in problems
+    ]
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+def write_split(path: Path, problems: Sequence[Problem], split: str) -> None:
+    """Writes ``problems`` as one veRL parquet file at ``path``."""
+    pq.write_table(problems_table(problems, split), path)
