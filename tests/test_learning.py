@@ -1,0 +1,39 @@
+"""The default pipeline learns: mean reward of the last 3 iterations >= 0.5 and >= 2x the
+first 3 (the README's bar), driven through the same Run object the Prefect flow uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from rldag.graph import build_graph
+from rldag.run import Run
+from rldag.spec import load_pipeline
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_default_pipeline_learns_addition(tiny_task, tmp_path):
+    loaded = load_pipeline(
+        ROOT / "pipeline.yaml",
+        [
+            f"storage.uri={tmp_path}",
+            f"model.path={tiny_task / 'model'}",
+            f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
+        ],
+    )
+    run = Run.start(loaded, build_graph(loaded))
+    try:
+        for i in range(loaded.spec.iterations):
+            for name in run.graph.order:
+                run.execute_node(i, name)
+            run.finish_iteration(i, 0.0)
+    finally:
+        run.close()
+    rewards = pq.read_table(Path(run.uri) / "metrics.parquet")["reward/mean"].to_pylist()
+    first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
+    assert first <= 0.3, rewards
+    assert last >= 0.5 and last >= 2 * first, rewards
