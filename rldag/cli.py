@@ -69,7 +69,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     # reach the Prefect API/UI. --verbose shows them here too.
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from flows.rl_loop import rldag_run
     from rldag.progress import RunProgress
 

@@ -78,6 +78,7 @@ def write_yaml(tmp_path: Path):
 @pytest.fixture(scope="session")
 def prefect_api():
     """A real temporary Prefect server (SQLite) for the whole test session."""
+    import flows  # noqa: F401  (sets the server-side defaults before the server starts)
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=120):

@@ -1,0 +1,38 @@
+"""Prefect settings that keep per-iteration orchestration cheap (measured in bench/).
+
+- The task-run recorder of a Prefect server writes one task run per transaction by default;
+  on SQLite that lock contention made each iteration subflow cost ~1-2 s. Batching it
+  (these env defaults reach the embedded/ephemeral server, which starts as a subprocess of
+  this process) brings a subflow to ~0.2 s. A user-run `prefect server start` should be
+  started with the same variables (README, "Run with a Prefect server").
+- A sync subflow joins its heartbeat thread, which sleeps in 1 s steps: iteration subflows
+  run without heartbeats (the run's top-level flow keeps them for crash detection).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+SERVER_DEFAULTS = {
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "5",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+}
+
+
+def apply_server_defaults() -> None:
+    """Set the server-side defaults in the environment unless the user set them."""
+    for key, value in SERVER_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+@contextmanager
+def without_heartbeats() -> Iterator[None]:
+    """Run the enclosed (sub)flow calls without the heartbeat thread."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
