@@ -1,17 +1,22 @@
 """The tiny default task: a locally trained tokenizer, a warmed-up 3-layer Qwen2, and
-single-digit addition data in veRL parquet format.
+single-digit addition data in veRL parquet format; and its code variant
+(:mod:`operators.tiny_task.coding`: function-writing problems with assert tests).
 
 ``build_tiny_task(DIR)`` (or ``python -m operators.tiny_task --out DIR``) writes everything into
-``DIR``; see :mod:`operators.tiny_task.build` for the layout. Importing this package is cheap:
+``DIR``, ``build_tiny_task(DIR, task="code")`` (``--task code``) the code variant; see
+:mod:`operators.tiny_task.build` for the layout. Importing this package is cheap:
 torch and transformers are only imported when a build actually runs.
 """
 
-from operators.tiny_task.build import build_tiny_task, is_built, read_stamp
+from operators.tiny_task.build import TASKS, build_tiny_task, is_built, read_stamp
+from operators.tiny_task.coding import CodeTaskParams
 from operators.tiny_task.params import EvalParams, ModelParams, TinyTaskParams, WarmupParams
 from operators.tiny_task.problems import DATA_SOURCE, Problem, all_problems
 
 __all__ = [
     "DATA_SOURCE",
+    "TASKS",
+    "CodeTaskParams",
     "EvalParams",
     "ModelParams",
     "Problem",

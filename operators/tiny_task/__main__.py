@@ -1,7 +1,7 @@
-"""Command line: ``python -m operators.tiny_task --out DIR [--force]``.
+"""Command line: ``python -m operators.tiny_task [--task addition|code] --out DIR [--force]``.
 
-Builds (or reuses) the tiny task in ``DIR`` and prints where it is and how the warmed-up policy
-scores at the start.
+Builds (or reuses) the tiny task (single-digit addition by default, or the code task) in ``DIR``
+and prints where it is and how the warmed-up policy does at the start.
 """
 
 from __future__ import annotations
@@ -12,26 +12,41 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from operators.tiny_task.build import build_tiny_task, is_built, read_stamp
+from operators.tiny_task.build import TASKS, build_tiny_task, is_built, read_stamp
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the process exit status."""
     parser = argparse.ArgumentParser(
         prog="python -m operators.tiny_task",
-        description="Build the tiny model, tokenizer and arithmetic parquet data into DIR.",
+        description="Build the tiny model, tokenizer and parquet task data into DIR.",
+    )
+    parser.add_argument(
+        "--task",
+        choices=sorted(TASKS),
+        default="addition",
+        help="single-digit addition (default) or function-writing code tasks",
     )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     parser.add_argument("--force", action="store_true", help="rebuild even if DIR is up to date")
     args = parser.parse_args(argv)
-    cached = not args.force and is_built(args.out)
+    params = TASKS[args.task]()
+    cached = not args.force and is_built(args.out, params)
     start = time.perf_counter()
-    out = build_tiny_task(args.out, force=args.force)
+    out = build_tiny_task(args.out, force=args.force, params=params)
     stamp = read_stamp(out) or {}
     warmup = stamp.get("warmup", {})
     state = "up to date" if cached else f"built in {time.perf_counter() - start:.1f}s"
     print(f"{out}: {state}")
-    if warmup:
+    if warmup and "syntax_rate" in warmup:
+        print(
+            f"  warmed-up policy: format rate {warmup['format_rate']:.3f}, "
+            f"syntax rate {warmup['syntax_rate']:.3f}, exact rate {warmup['exact_rate']:.3f} "
+            "(temperature 1.0)"
+        )
+        for sample in warmup.get("samples", [])[:1]:
+            print(f"  sample for {sample['prompt']!r}: {sample['response']!r}")
+    elif warmup:
         print(
             f"  warmed-up policy: sampled accuracy {warmup['accuracy']:.3f}, "
             f"format rate {warmup['format_rate']:.3f} (temperature 1.0)"

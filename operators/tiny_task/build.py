@@ -1,11 +1,13 @@
 """Builds the tiny task directory atomically and caches it behind a ``build.json`` stamp.
 
-Layout of a build::
+Two tasks share this: ``addition`` (the default; :class:`TinyTaskParams`) and ``code``
+(:class:`CodeTaskParams`, see :mod:`operators.tiny_task.coding`); the parameters' type selects
+the task. Layout of a build::
 
     DIR/model/          config.json, generation_config.json, model.safetensors, tokenizer files
-    DIR/train.parquet   all 100 problems, veRL format, split "train"
-    DIR/test.parquet    the same 100 problems, split "test"
-    DIR/build.json      builder name/version, parameters, and the warm-up's measured accuracy
+    DIR/train.parquet   all problems (100 additions or 20 code problems), veRL format, "train"
+    DIR/test.parquet    the same problems, split "test"
+    DIR/build.json      builder name/version, (task,) parameters, and the warm-up's measurements
 
 The build happens in a temporary directory next to ``DIR`` that is renamed into place at the
 end, so an interrupted build never leaves a half-written ``DIR``. A later call whose builder
@@ -21,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from operators.tiny_task.coding.params import CODE_BUILDER_VERSION, CODE_TASK, CodeTaskParams
 from operators.tiny_task.params import TinyTaskParams
 
 BUILDER = "operators.tiny_task"
@@ -30,9 +33,22 @@ MODEL_DIR = "model"
 TRAIN_FILE = "train.parquet"
 TEST_FILE = "test.parquet"
 
+TaskParams = TinyTaskParams | CodeTaskParams
+TASKS: dict[str, type[TinyTaskParams] | type[CodeTaskParams]] = {
+    "addition": TinyTaskParams,
+    CODE_TASK: CodeTaskParams,
+}
 
-def cache_key(params: TinyTaskParams) -> dict[str, Any]:
-    """The part of ``build.json`` that must match for a build to be reused."""
+
+def cache_key(params: TaskParams) -> dict[str, Any]:
+    """The part of ``build.json`` that must match for a build to be reused.
+
+    The addition task's key has no ``task`` entry (it predates the code task), so its existing
+    builds stay valid.
+    """
+    if isinstance(params, CodeTaskParams):
+        key = {"builder": BUILDER, "task": CODE_TASK, "version": CODE_BUILDER_VERSION}
+        return {**key, "params": params.to_dict()}
     return {"builder": BUILDER, "version": BUILDER_VERSION, "params": params.to_dict()}
 
 
@@ -45,7 +61,7 @@ def read_stamp(out: Path) -> dict[str, Any] | None:
     return stamp if isinstance(stamp, dict) else None
 
 
-def is_built(out: Path, params: TinyTaskParams | None = None) -> bool:
+def is_built(out: Path, params: TaskParams | None = None) -> bool:
     """Whether ``out`` holds a finished build made with ``params`` by this builder version."""
     stamp = read_stamp(out)
     if stamp is None:
@@ -54,8 +70,19 @@ def is_built(out: Path, params: TinyTaskParams | None = None) -> bool:
     return all(stamp.get(name) == value for name, value in key.items())
 
 
-def _build_into(root: Path, params: TinyTaskParams) -> dict[str, Any]:
-    """Writes every artefact into the empty directory ``root``; returns the stamp."""
+def _build_into(root: Path, params: TaskParams) -> dict[str, Any]:
+    """Writes every artefact of ``params``' task into the empty directory ``root``; returns the
+    stamp."""
+    if isinstance(params, CodeTaskParams):
+        from operators.tiny_task.coding.build import build_code_into
+
+        return {**cache_key(params), **build_code_into(root, params)}
+    return _build_addition_into(root, params)
+
+
+def _build_addition_into(root: Path, params: TinyTaskParams) -> dict[str, Any]:
+    """Writes the addition task's artefacts into the empty directory ``root``; returns the
+    stamp."""
     import tokenizers
     import torch
     import transformers
@@ -113,15 +140,23 @@ def _move_into_place(tmp: Path, out: Path) -> None:
 
 
 def build_tiny_task(
-    out: Path | str, *, force: bool = False, params: TinyTaskParams | None = None
+    out: Path | str,
+    *,
+    force: bool = False,
+    params: TaskParams | None = None,
+    task: str = "addition",
 ) -> Path:
     """Builds the tokenizer, warmed-up model and parquet splits into ``out``; returns ``out``.
 
-    Does nothing when ``out/build.json`` matches this builder and ``params`` (unless ``force``).
-    Refuses to replace a non-empty directory that is not a previous tiny_task build.
+    ``params`` (default: the default parameters of ``task``, ``addition`` or ``code``) selects
+    the task. Does nothing when ``out/build.json`` matches this builder and ``params`` (unless
+    ``force``). Refuses to replace a non-empty directory that is not a previous tiny_task build.
     """
     out = Path(out).absolute()
-    params = params or TinyTaskParams()
+    if params is None:
+        if task not in TASKS:
+            raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+        params = TASKS[task]()
     if not force and is_built(out, params):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
