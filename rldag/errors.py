@@ -38,3 +38,7 @@ class SchemaError(InputError):
 
 class RunError(RldagError):
     """A run failed while executing a node: the CLI exits 1."""
+
+
+class PlacementError(InputError):
+    """The pools cannot be placed on the cluster (or the local machine) as asked."""

@@ -37,6 +37,8 @@ class NodeContext:
     iteration: int
     seed: int
     run_uri: str
+    rank: int = 0  # this worker's index in its worker group
+    world_size: int = 1  # workers in the group
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("rldag.ops"))
 
 
@@ -69,6 +71,7 @@ class OperatorDef:
     params: type | None = None  # a dataclass; pipeline params are validated against it
     stateful: bool = False  # lives in a pool worker for the whole run
     dispatch: Dispatch = "group"  # how rows are spread over workers: by prompt group or copied
+    max_workers: int | None = None  # most workers it can use (None: any)
     output_schema: Callable[[Any], pa.Schema] | None = None  # sources: schema from the data
     description: str = ""
 

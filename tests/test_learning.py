@@ -1,5 +1,5 @@
-"""The default pipeline learns: mean reward of the last 3 iterations >= 0.5 and >= 2x the
-first 3 (the README's bar), driven through the same Run object the Prefect flow uses."""
+"""The default pipeline learns with its pools on Ray: mean reward of the last 3 iterations
+>= 0.5 and >= 2x the first 3 (the README's bar), driven through the Run the flow uses."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_default_pipeline_learns_addition(tiny_task, tmp_path):
+def test_default_pipeline_learns_addition(ray_local, tiny_task, tmp_path):
     loaded = load_pipeline(
         ROOT / "pipeline.yaml",
         [

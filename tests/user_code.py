@@ -21,6 +21,7 @@ def _answer_half(_params: object):
         # Every even prompt id answers correctly, odd ones answer "x".
         even = pc.equal(pc.bit_wise_and(table["prompt_id"], 1), 0)
         response = pc.if_else(even, table["ground_truth"], pa.scalar("x"))
+        ctx.log.info("answered %d prompts of iteration %d", table.num_rows, ctx.iteration)
         return table.append_column("response", response.cast(pa.string()))
 
     return run
@@ -47,4 +48,46 @@ DOUBLE_REWARD = OperatorDef(
     ),
     ports=(Port("rows"),),
     adds=(col("reward", pa.float64()),),
+)
+
+
+def _worker_info(_params: object):
+    def run(inputs, ctx):
+        import os
+
+        import ray
+
+        table = inputs["rows"]
+        n = table.num_rows
+        info = {
+            "rank": pa.array([ctx.rank] * n, pa.int32()),
+            "world_size": pa.array([ctx.world_size] * n, pa.int32()),
+            "ray_node": pa.array([ray.get_runtime_context().get_node_id()] * n),
+            "gpu_ids": pa.array([",".join(str(g) for g in ray.get_gpu_ids())] * n),
+            "master_addr": pa.array([os.environ.get("MASTER_ADDR", "")] * n),
+            "ip": pa.array([ray.util.get_node_ip_address()] * n),
+            "pid": pa.array([os.getpid()] * n, pa.int64()),
+        }
+        for name, values in info.items():
+            table = table.append_column(name, values)
+        return table
+
+    return run
+
+
+WORKER_INFO = OperatorDef(
+    name="worker_info",
+    kind=NodeKind.transform,
+    factory=_worker_info,
+    ports=(Port("rows"),),
+    adds=(
+        col("rank", pa.int32()),
+        col("world_size", pa.int32()),
+        col("ray_node", pa.string()),
+        col("gpu_ids", pa.string()),
+        col("master_addr", pa.string()),
+        col("ip", pa.string()),
+        col("pid", pa.int64()),
+    ),
+    stateful=True,
 )

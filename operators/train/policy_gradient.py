@@ -173,5 +173,6 @@ POLICY_GRADIENT = OperatorDef(
     passthrough=False,
     params=PolicyGradientParams,
     stateful=True,
+    max_workers=1,  # data-parallel training across workers arrives with FSDP
     description="GRPO/PPO-clip policy-gradient trainer (AdamW, grad clip, optional KL).",
 )

@@ -64,7 +64,7 @@ def code_pipeline(tmp_path, write_yaml):
     return write_yaml(doc)
 
 
-def test_sandbox_node_scores_by_pass_rate_and_stores_columns(code_pipeline):
+def test_sandbox_node_scores_by_pass_rate_and_stores_columns(ray_local, code_pipeline):
     loaded = load_pipeline(code_pipeline)
     graph = build_graph(loaded)
     assert graph.nodes["execute"].pool.value == "environment"

@@ -1,0 +1,89 @@
+"""What `rldag plan` prints: the nodes in order with their columns, then the placement."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from rldag.graph import Graph
+from rldag.scheduler import Cluster, Placement, local_cluster, plan_placement
+from rldag.spec import LoadedPipeline
+
+
+def cluster_for(loaded: LoadedPipeline) -> Cluster:
+    """The cluster a run would use: the Ray cluster at `ray.address`, else this machine."""
+    ray_spec = loaded.spec.ray
+    if ray_spec.enabled and ray_spec.address:
+        from rldag.ray_pools import connect, ray_cluster
+
+        connect(ray_spec)
+        return ray_cluster()
+    return local_cluster(ray_spec.num_cpus, ray_spec.num_gpus)
+
+
+def placement_for(loaded: LoadedPipeline, graph: Graph) -> Placement:
+    """Resolve and check the placement (PlacementError names the pool that cannot fit)."""
+    return plan_placement(loaded.spec, graph, cluster_for(loaded), loaded.source)
+
+
+def print_nodes(console: Console, loaded: LoadedPipeline, graph: Graph) -> None:
+    spec = loaded.spec
+    console.print(
+        f"[bold]{spec.name}[/bold]: {len(graph.nodes)} nodes, {spec.iterations} iterations, "
+        f"storage {spec.storage.uri}",
+        highlight=False,
+    )
+    for i, (name, node) in enumerate(graph.nodes.items()):
+        console.print(
+            f"{i:>2} [bold]{name}[/bold]  kind={node.kind.value}  op={node.op.name}  "
+            f"pool={node.pool.value}  {'stateful' if node.op.stateful else 'stateless'}",
+            highlight=False,
+        )
+        ports = {p.name: p for p in node.op.ports}
+        for port, upstream in node.inputs.items():
+            needs = ", ".join(c.name for c in ports[port].columns)
+            console.print(f"     in   {port} <- {upstream}  (needs {needs})", highlight=False)
+        if node.weights_from:
+            console.print(f"     in   weights <- {node.weights_from}[i-1]", markup=False)
+        added = {c.name for c in node.op.adds}
+        new = [f.name for f in node.output if f.name in added or not node.inputs]
+        kept = len(node.output) - len(new)
+        more = f"  (+ {kept} columns passed through)" if kept else ""
+        console.print(f"     out  {', '.join(new)}{more}", highlight=False)
+
+
+def _weights_route(graph: Graph, placement: Placement) -> list[str]:
+    lines = []
+    for node in graph.nodes.values():
+        if node.weights_from is None:
+            continue
+        src, dst = placement.group_of(node.weights_from), placement.group_of(node.name)
+        how = "in-process (colocated)" if src is dst else "Ray object store broadcast (split)"
+        lines.append(f"weights {node.weights_from} -> {node.name}: {how}")
+    return lines
+
+
+def print_placement(
+    console: Console, loaded: LoadedPipeline, graph: Graph, placement: Placement
+) -> None:
+    if not loaded.spec.ray.enabled:
+        console.print("placement: ray.enabled=false, every node runs in the driver process")
+        return
+    where = loaded.spec.ray.address or "embedded local Ray"
+    console.print(
+        f"placement on {where}, checked against {placement.cluster.describe()}", highlight=False
+    )
+    for group in placement.groups.values():
+        mode = "colocated" if group.colocated else "split"
+        bundle = ", ".join(f"{k}: {v:g}" for k, v in group.bundle.items())
+        line = (
+            f"  pool {group.name}  {mode}  placement group {group.workers} x {{{bundle}}} "
+            f"{group.strategy.value}  workers {group.workers}  runs {', '.join(group.nodes)}"
+        )
+        if group.max_concurrency:
+            line += f"  max concurrency {group.max_concurrency}"
+        console.print(line, markup=False, highlight=False)
+    console.print(
+        f"  driver  runs {', '.join(placement.driver_nodes) or 'nothing'}", highlight=False
+    )
+    for line in _weights_route(graph, placement):
+        console.print(f"  {line}", highlight=False)

@@ -1,0 +1,169 @@
+"""The pools on Ray: one placement group and one set of PoolWorker actors per worker group,
+dispatching tables by prompt group and moving weights along the weights edge.
+
+Edge tables travel as Arrow through Ray's object store (zero-copy reads on a node); nodes
+placed on the driver pool run in this process.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+import pyarrow as pa
+
+from rldag.dispatch import join_tables, split_table
+from rldag.errors import PlacementError
+from rldag.graph import Graph, Node
+from rldag.operator import NodeContext
+from rldag.pools import InProcessPools, NodeRunner
+from rldag.scheduler import Cluster, ClusterNode, Placement, WorkerGroup
+from rldag.spec import PipelineSpec, RaySpec
+from rldag.worker import PoolWorker
+
+log = logging.getLogger("rldag.pools")
+READY_TIMEOUT_S = 120
+
+
+def connect(ray_spec: RaySpec) -> None:
+    """Join `ray.address`, or start an embedded local Ray when none is given."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    if ray_spec.address:
+        ray.init(address=ray_spec.address, logging_level=logging.WARNING)
+    else:
+        ray.init(
+            num_cpus=ray_spec.num_cpus,
+            num_gpus=ray_spec.num_gpus,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+        )
+
+
+def ray_cluster() -> Cluster:
+    """The connected Ray cluster's alive nodes and their resources."""
+    import ray
+
+    nodes = [
+        ClusterNode(
+            n["NodeManagerAddress"] + ":" + n["NodeID"][:6],
+            n["Resources"].get("CPU", 0),
+            n["Resources"].get("GPU", 0),
+        )
+        for n in ray.nodes()
+        if n.get("Alive")
+    ]
+    return Cluster(tuple(nodes), "Ray cluster")
+
+
+class RayPools:
+    """A NodeRunner over Ray worker groups (see rldag.pools.NodeRunner)."""
+
+    def __init__(self, placement: Placement) -> None:
+        import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        self.placement = placement
+        self._driver = InProcessPools()
+        self._workers: dict[str, list] = {}
+        self._pgs = []
+        actor_cls = ray.remote(PoolWorker)
+        for group in placement.groups.values():
+            pg = placement_group([group.bundle] * group.workers, strategy=group.strategy.value)
+            self._pgs.append(pg)
+            try:
+                ray.get(pg.ready(), timeout=READY_TIMEOUT_S)
+            except ray.exceptions.GetTimeoutError:
+                raise PlacementError(
+                    f"Ray could not reserve {group.workers} x {group.bundle} for pool "
+                    f"{group.name} within {READY_TIMEOUT_S}s",
+                    path=f"pools.{group.pools[0]}",
+                ) from None
+            self._workers[group.name] = [
+                actor_cls.options(
+                    num_cpus=group.cpus,
+                    num_gpus=group.gpus,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(
+                        pg, placement_group_bundle_index=i
+                    ),
+                ).remote(group.name, i, group.workers)
+                for i in range(group.workers)
+            ]
+            addr, port = ray.get(self._workers[group.name][0].rendezvous_address.remote())
+            ray.get([w.set_master.remote(addr, port) for w in self._workers[group.name]])
+
+    def workers(self, group: str) -> list:
+        """The actor handles of a worker group, by rank."""
+        return self._workers[group]
+
+    def _group(self, node: Node) -> WorkerGroup | None:
+        return self.placement.group_of(node.name)
+
+    def run(self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
+        import ray
+
+        group = self._group(node)
+        if group is None:
+            return self._driver.run(node, inputs, ctx)
+        workers = self._workers[group.name]
+        ports = [p.name for p in node.op.table_ports if p.name in inputs]
+        if node.op.dispatch == "replicate" or not ports:
+            shards = [dict(inputs)] * len(workers)
+        else:
+            primary = ports[0]
+            parts = split_table(inputs[primary], len(workers))
+            shards = [{**inputs, primary: part} for part in parts]
+        refs = [w.run.remote(node, shard, ctx) for w, shard in zip(workers, shards, strict=False)]
+        outputs = ray.get(refs)
+        return outputs[0] if node.op.dispatch == "replicate" else join_tables(outputs)
+
+    def sync_weights(self, source: Node, target: Node) -> tuple[int, float]:
+        """Move newer policy weights from `source` to every worker of `target`."""
+        import ray
+
+        src_group, dst_group = self._group(source), self._group(target)
+        if src_group is None or dst_group is None:
+            return self._driver.sync_weights(source, target)
+        start = time.perf_counter()
+        dst = self._workers[dst_group.name]
+        if src_group is dst_group:  # colocated: each worker copies in its own process
+            versions = ray.get([w.sync_local.remote(source, target) for w in dst])
+            return versions[0], time.perf_counter() - start
+        src = self._workers[src_group.name][0]
+        version = ray.get(src.policy_version.remote(source))
+        if version <= ray.get(dst[0].policy_version.remote(target)):
+            return version, 0.0
+        weights = src.export_weights.remote(source)  # one object, broadcast by reference
+        ray.get([w.load_weights.remote(target, weights, version) for w in dst])
+        return version, time.perf_counter() - start
+
+    def close(self) -> None:
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        self._driver.close()
+        for workers in self._workers.values():
+            try:
+                ray.get([w.close.remote() for w in workers], timeout=30)
+            except Exception:  # a dead worker must not block shutdown
+                log.warning("a pool worker failed to close cleanly", exc_info=True)
+            for w in workers:
+                ray.kill(w)
+        for pg in self._pgs:
+            remove_placement_group(pg)
+        self._workers.clear()
+
+
+def start_pools(spec: PipelineSpec, graph: Graph, where: str = "") -> NodeRunner:
+    """The NodeRunner for a run: Ray worker groups, or everything in-process when
+    `ray.enabled` is false."""
+    from rldag.scheduler import plan_placement
+
+    if not spec.ray.enabled or all(n.pool.value == "driver" for n in graph.nodes.values()):
+        return InProcessPools()
+    connect(spec.ray)
+    return RayPools(plan_placement(spec, graph, ray_cluster(), where))

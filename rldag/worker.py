@@ -1,0 +1,95 @@
+"""The pool worker: a Ray actor that hosts the operators of the nodes placed on its worker
+group (both roles when training and rollout are colocated) for the whole run."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+
+from rldag.graph import Node
+from rldag.operator import NodeContext, OperatorInstance
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+class PoolWorker:
+    """Rank `rank` of a worker group; builds each node's operator on first use."""
+
+    def __init__(self, group: str, rank: int, world_size: int) -> None:
+        self.group, self.rank, self.world_size = group, rank, world_size
+        self._instances: dict[str, OperatorInstance] = {}
+        os.environ.update(
+            {"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank)}
+        )
+
+    def rendezvous_address(self) -> tuple[str, int]:
+        """This worker's IP and a free port: rank 0's is the group's torch.distributed master."""
+        import ray
+
+        return ray.util.get_node_ip_address(), _free_port()
+
+    def set_master(self, addr: str, port: int) -> None:
+        os.environ.update({"MASTER_ADDR": addr, "MASTER_PORT": str(port)})
+
+    def info(self) -> dict[str, Any]:
+        """Where this worker landed: node, IP, GPU ids, rank and rendezvous settings."""
+        import ray
+
+        ctx = ray.get_runtime_context()
+        return {
+            "group": self.group,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "node_id": ctx.get_node_id(),
+            "ip": ray.util.get_node_ip_address(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+            "master_addr": os.environ.get("MASTER_ADDR", ""),
+            "master_port": os.environ.get("MASTER_PORT", ""),
+            "pid": os.getpid(),
+        }
+
+    def _instance(self, node: Node) -> OperatorInstance:
+        if node.name not in self._instances:
+            self._instances[node.name] = node.op.factory(node.params)
+        return self._instances[node.name]
+
+    def run(self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
+        ctx = replace(ctx, rank=self.rank, world_size=self.world_size)
+        return self._instance(node)(inputs, ctx)
+
+    def policy_version(self, node: Node) -> int:
+        return getattr(self._instance(node), "policy_version", 0)
+
+    def export_weights(self, node: Node) -> dict[str, Any]:
+        return self._instance(node).export_weights()
+
+    def load_weights(self, node: Node, weights: dict[str, Any], version: int) -> float:
+        start = time.perf_counter()
+        self._instance(node).load_weights(weights, version)
+        return time.perf_counter() - start
+
+    def sync_local(self, source: Node, target: Node) -> int:
+        """Colocated weights edge: copy in this process when the source is newer."""
+        src, dst = self._instance(source), self._instance(target)
+        version = getattr(src, "policy_version", 0)
+        if version > getattr(dst, "policy_version", 0):
+            dst.load_weights(src.export_weights(), version)
+        return version
+
+    def close(self) -> None:
+        for inst in self._instances.values():
+            close = getattr(inst, "close", None)
+            if close is not None:
+                close()
+        self._instances.clear()
