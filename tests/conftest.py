@@ -78,8 +78,9 @@ def write_yaml(tmp_path: Path):
 @pytest.fixture(scope="session")
 def prefect_api():
     """A real temporary Prefect server (SQLite) for the whole test session."""
-    import flows  # noqa: F401  (sets the server-side defaults before the server starts)
     from prefect.testing.utilities import prefect_test_harness
+
+    import flows  # noqa: F401  (sets the server-side defaults before the server starts)
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
@@ -91,3 +92,14 @@ def tiny_task() -> Path:
     from operators.tiny_task import build_tiny_task
 
     return build_tiny_task(Path(__file__).resolve().parents[1] / ".cache" / "tiny")
+
+
+@pytest.fixture
+def ray_local():
+    """An embedded local Ray (started once, kept for later tests), with logical CPUs for
+    several small pools. Function-scoped so it comes back after a multi-node test."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=6, include_dashboard=False, logging_level="WARNING")
+    yield ray
