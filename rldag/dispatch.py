@@ -2,7 +2,8 @@
 
 `group` dispatch keeps every row of one prompt group (same `prompt_id`) on one worker, so
 the n samples of a prompt are generated, executed or trained together; shards are
-contiguous, zero-copy slices balanced by rows.
+contiguous row ranges balanced by rows, sliced zero-copy by each worker. Workers send back
+only the columns they add.
 """
 
 from __future__ import annotations
@@ -32,13 +33,49 @@ def group_boundaries(table: pa.Table, shards: int, key: str = "prompt_id") -> li
     return cuts
 
 
-def split_table(table: pa.Table, shards: int, key: str = "prompt_id") -> list[pa.Table]:
-    """Zero-copy contiguous slices of `table`, one per worker (some may be missing if there
-    are fewer groups than workers)."""
-    cuts = group_boundaries(table, shards, key)
-    return [table.slice(a, b - a) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-
-
 def join_tables(parts: list[pa.Table]) -> pa.Table:
     """Concatenate worker outputs in worker order (no copy of the buffers)."""
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def _same_data(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
+    """True when two columns view the same buffers (a pass-through column, not a copy)."""
+    if not a.type.equals(b.type) or a.num_chunks != b.num_chunks:
+        return False
+    for x, y in zip(a.chunks, b.chunks, strict=True):
+        if x.offset != y.offset or len(x) != len(y):
+            return False
+        bx, by = x.buffers(), y.buffers()
+        if [(q.address if q else 0) for q in bx] != [(q.address if q else 0) for q in by]:
+            return False
+    return True
+
+
+def added_columns(inputs: pa.Table, output: pa.Table) -> list[str] | None:
+    """Names of the columns `output` adds to (or replaces in) `inputs`, when every other
+    column of `inputs` passes through untouched with the same rows; None otherwise.
+
+    A worker then sends back only these columns and the driver re-attaches them to the
+    rows it already holds, instead of shipping the whole table back through the store."""
+    if output.num_rows != inputs.num_rows:
+        return None
+    names = set(output.column_names)
+    if not set(inputs.column_names) <= names:
+        return None
+    kept = [c for c in inputs.column_names if _same_data(inputs[c], output[c])]
+    if output.column_names[: len(kept)] != kept:
+        return None
+    return [c for c in output.column_names if c not in kept]
+
+
+def reattach(inputs: pa.Table, added: pa.Table) -> pa.Table:
+    """`inputs` with the columns a worker added (or replaced), in the operator's order."""
+    out = inputs
+    for name in added.column_names:
+        idx = out.schema.get_field_index(name)
+        out = (
+            out.set_column(idx, name, added[name])
+            if idx >= 0
+            else out.append_column(name, added[name])
+        )
+    return out

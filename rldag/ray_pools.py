@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from rldag.dispatch import join_tables, split_table
+from rldag.dispatch import group_boundaries, join_tables, reattach
 from rldag.errors import PlacementError
 from rldag.graph import Graph, Node
 from rldag.operator import NodeContext
@@ -111,14 +111,27 @@ class RayPools:
             return self._driver.run(node, inputs, ctx)
         workers = self._workers[group.name]
         ports = [p.name for p in node.op.table_ports if p.name in inputs]
-        if node.op.dispatch == "replicate" or not ports:
-            shards = [dict(inputs)] * len(workers)
+        primary = ports[0] if ports else None
+        if primary is None:
+            return ray.get(workers[0].run.remote(node, dict(inputs), ctx, None, None, 0, 0))[0]
+        table = inputs[primary]
+        rest = {k: v for k, v in inputs.items() if k != primary}
+        # One copy into the object store; each worker slices its rows out of it zero-copy
+        # (pickling a slice would ship the whole buffers of list columns to every worker).
+        ref = ray.put(table)
+        if node.op.dispatch == "replicate":
+            cuts = [(0, table.num_rows)] * len(workers)
         else:
-            primary = ports[0]
-            parts = split_table(inputs[primary], len(workers))
-            shards = [{**inputs, primary: part} for part in parts]
-        refs = [w.run.remote(node, shard, ctx) for w, shard in zip(workers, shards, strict=False)]
-        outputs = ray.get(refs)
+            bounds = group_boundaries(table, len(workers))
+            cuts = list(zip(bounds[:-1], bounds[1:], strict=True))
+        refs = [
+            w.run.remote(node, rest, ctx, primary, ref, a, b)
+            for w, (a, b) in zip(workers, cuts, strict=False)
+        ]
+        outputs = [
+            reattach(table.slice(a, b - a), out) if only_added else out
+            for (a, b), (out, only_added) in zip(cuts, ray.get(refs), strict=False)
+        ]
         return outputs[0] if node.op.dispatch == "replicate" else join_tables(outputs)
 
     def sync_weights(self, source: Node, target: Node) -> tuple[int, float]:

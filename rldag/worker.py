@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from rldag.dispatch import added_columns
 from rldag.graph import Node
 from rldag.operator import NodeContext, OperatorInstance
 
@@ -64,9 +65,28 @@ class PoolWorker:
             self._instances[node.name] = node.op.factory(node.params)
         return self._instances[node.name]
 
-    def run(self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
+    def run(
+        self,
+        node: Node,
+        inputs: Mapping[str, pa.Table],
+        ctx: NodeContext,
+        primary: str | None,
+        table: pa.Table | None,
+        start: int,
+        stop: int,
+    ) -> tuple[pa.Table, bool]:
+        """Run the node on rows [start, stop) of its `primary` input `table` (resolved by Ray
+        from one shared object). Returns (table, only_added): when the output is those rows
+        plus new columns, only the new columns travel back."""
         ctx = replace(ctx, rank=self.rank, world_size=self.world_size)
-        return self._instance(node)(inputs, ctx)
+        if primary is None:
+            return self._instance(node)(inputs, ctx), False
+        rows = table.slice(start, stop - start)
+        output = self._instance(node)({**inputs, primary: rows}, ctx)
+        added = added_columns(rows, output)
+        if added is not None:
+            return output.select(added), True
+        return output, False
 
     def policy_version(self, node: Node) -> int:
         return getattr(self._instance(node), "policy_version", 0)

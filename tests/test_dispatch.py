@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from rldag.dispatch import group_boundaries, join_tables, split_table
+from rldag.dispatch import added_columns, group_boundaries, join_tables, reattach
+
+
+def split_table(table: pa.Table, shards: int) -> list[pa.Table]:
+    cuts = group_boundaries(table, shards)
+    return [table.slice(a, b - a) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
 def test_random_tables_never_split_a_group_and_round_trip():
@@ -45,3 +50,16 @@ def test_split_is_zero_copy():
     parts = split_table(table, 2)
     base = table["v"].chunks[0].buffers()[1].address
     assert parts[1]["v"].chunks[0].buffers()[1].address == base  # same buffer, offset slice
+
+
+def test_only_added_columns_travel_back_and_reattach_in_order():
+    rows = pa.table({"prompt_id": np.arange(4), "response": list("abcd")})
+    out = rows.append_column("reward", pa.array([1.0, 0.0, 1.0, 0.0], pa.float32()))
+    assert added_columns(rows, out) == ["reward"]
+    assert reattach(rows, out.select(["reward"])).equals(out)
+    replaced = out.set_column(1, "response", pa.array(list("wxyz")))
+    assert added_columns(rows, replaced) == ["response", "reward"]
+    assert reattach(rows, replaced.select(["response", "reward"])).equals(replaced)
+    expanded = pa.concat_tables([out, out])  # row-changing operators ship the whole table
+    assert added_columns(rows, expanded) is None
+    assert added_columns(rows, out.drop_columns(["response"])) is None
