@@ -31,6 +31,7 @@ class InProcessPools:
 
     def __init__(self) -> None:
         self._instances: dict[str, OperatorInstance] = {}
+        self.operator_seconds: dict[str, float] = {}  # last call per node (for bench/)
 
     def instance(self, node: Node) -> OperatorInstance:
         """The node's operator, built on first use."""
@@ -39,7 +40,11 @@ class InProcessPools:
         return self._instances[node.name]
 
     def run(self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
-        return self.instance(node)(inputs, ctx)
+        instance = self.instance(node)
+        start = time.perf_counter()
+        out = instance(inputs, ctx)
+        self.operator_seconds[node.name] = time.perf_counter() - start
+        return out
 
     def sync_weights(self, source: Node, target: Node) -> tuple[int, float]:
         """Copy the policy from `source` to `target` in memory when it is newer.

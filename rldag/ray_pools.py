@@ -68,6 +68,7 @@ class RayPools:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self.placement = placement
+        self.operator_seconds: dict[str, float] = {}  # last call, slowest worker (for bench/)
         self._driver = InProcessPools()
         self._workers: dict[str, list] = {}
         self._pgs = []
@@ -108,12 +109,18 @@ class RayPools:
 
         group = self._group(node)
         if group is None:
-            return self._driver.run(node, inputs, ctx)
+            out = self._driver.run(node, inputs, ctx)
+            self.operator_seconds[node.name] = self._driver.operator_seconds[node.name]
+            return out
         workers = self._workers[group.name]
         ports = [p.name for p in node.op.table_ports if p.name in inputs]
         primary = ports[0] if ports else None
         if primary is None:
-            return ray.get(workers[0].run.remote(node, dict(inputs), ctx, None, None, 0, 0))[0]
+            out, _, seconds = ray.get(
+                workers[0].run.remote(node, dict(inputs), ctx, None, None, 0, 0)
+            )
+            self.operator_seconds[node.name] = seconds
+            return out
         table = inputs[primary]
         rest = {k: v for k, v in inputs.items() if k != primary}
         # One copy into the object store; each worker slices its rows out of it zero-copy
@@ -128,9 +135,11 @@ class RayPools:
             w.run.remote(node, rest, ctx, primary, ref, a, b)
             for w, (a, b) in zip(workers, cuts, strict=False)
         ]
+        results = ray.get(refs)
+        self.operator_seconds[node.name] = max(seconds for _, _, seconds in results)
         outputs = [
             reattach(table.slice(a, b - a), out) if only_added else out
-            for (a, b), (out, only_added) in zip(cuts, ray.get(refs), strict=False)
+            for (a, b), (out, only_added, _) in zip(cuts, results, strict=False)
         ]
         return outputs[0] if node.op.dispatch == "replicate" else join_tables(outputs)
 

@@ -74,19 +74,21 @@ class PoolWorker:
         table: pa.Table | None,
         start: int,
         stop: int,
-    ) -> tuple[pa.Table, bool]:
+    ) -> tuple[pa.Table, bool, float]:
         """Run the node on rows [start, stop) of its `primary` input `table` (resolved by Ray
-        from one shared object). Returns (table, only_added): when the output is those rows
-        plus new columns, only the new columns travel back."""
+        from one shared object). Returns (table, only_added, operator seconds): when the
+        output is those rows plus new columns, only the new columns travel back."""
         ctx = replace(ctx, rank=self.rank, world_size=self.world_size)
+        begin = time.perf_counter()
         if primary is None:
-            return self._instance(node)(inputs, ctx), False
+            return self._instance(node)(inputs, ctx), False, time.perf_counter() - begin
         rows = table.slice(start, stop - start)
         output = self._instance(node)({**inputs, primary: rows}, ctx)
+        seconds = time.perf_counter() - begin
         added = added_columns(rows, output)
         if added is not None:
-            return output.select(added), True
-        return output, False
+            return output.select(added), True, seconds
+        return output, False, seconds
 
     def policy_version(self, node: Node) -> int:
         return getattr(self._instance(node), "policy_version", 0)
