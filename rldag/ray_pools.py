@@ -155,12 +155,15 @@ class RayPools:
         if src_group is dst_group:  # colocated: each worker copies in its own process
             versions = ray.get([w.sync_local.remote(source, target) for w in dst])
             return versions[0], time.perf_counter() - start
-        src = self._workers[src_group.name][0]
-        version = ray.get(src.policy_version.remote(source))
+        src = self._workers[src_group.name]
+        version = ray.get(src[0].policy_version.remote(source))
         if version <= ray.get(dst[0].policy_version.remote(target)):
             return version, 0.0
-        weights = src.export_weights.remote(source)  # one object, broadcast by reference
-        ray.get([w.load_weights.remote(target, weights, version) for w in dst])
+        # Every rank of a sharded trainer takes part in gathering the weights; rank 0's
+        # copy is the one object broadcast by reference to the rollout workers.
+        exported = [w.export_weights.remote(source) for w in src]
+        ray.get([w.load_weights.remote(target, exported[0], version) for w in dst])
+        ray.get(exported[1:])
         return version, time.perf_counter() - start
 
     def close(self) -> None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import torch
 from omegaconf import MISSING
 
 from operators.hf import load_causal_lm
+from operators.train import distributed as dist_utils
 from operators.train.batch import PackedBatch, pack
 from operators.train.loss import (
     aggregate,
@@ -68,8 +70,12 @@ class PolicyGradientTrainer:
 
     def __init__(self, params: PolicyGradientParams) -> None:
         self.p = params
+        self.distributed = dist_utils.init_process_group(params.device)
+        self.rank, self.world_size = dist_utils.world()
         self.model = load_causal_lm(params.model_path, device=params.device)
         self.model.train()
+        if self.distributed:
+            dist_utils.shard(self.model)
         self.ref = (
             load_causal_lm(params.model_path, device=params.device).eval()
             if params.kl_coef
@@ -82,11 +88,12 @@ class PolicyGradientTrainer:
         self.pad_id = self.model.config.pad_token_id or 0
 
     def export_weights(self) -> dict[str, torch.Tensor]:
-        """The current policy weights (references, no copy)."""
-        return self.model.state_dict()
+        """The full policy weights (references on one worker; gathered on every rank of a
+        sharded group, so all ranks must call it)."""
+        return dist_utils.full_state_dict(self.model, self.distributed)
 
     def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
-        self.model.load_state_dict(weights)
+        dist_utils.load_full_state_dict(self.model, weights, self.distributed)
         self.policy_version = version
 
     def _micro_loss(self, mb: PackedBatch, scale: float) -> dict[str, float]:
@@ -120,32 +127,58 @@ class PolicyGradientTrainer:
         stats["mean_logprob"] = masked_mean(logp.detach(), mb.mask)
         return {k: float(v.detach()) * scale for k, v in stats.items()}
 
-    def _step(self, batch: PackedBatch) -> dict[str, float]:
-        size, tokens = batch.rows, float(batch.mask.sum())
+    def _step(self, batch: PackedBatch, live: bool = True) -> dict[str, float]:
+        """One optimizer step over this rank's rows (`live=False`: this rank has none for
+        the step and joins with a zero-weighted row). Losses are normalised by the group's
+        tokens (or sequences), so W ranks match one worker on all rows; every rank runs the
+        same number of micro-batches to keep FSDP's collectives aligned."""
+        local_rows = batch.rows if live else 0
+        local_tokens = float(batch.mask.sum()) if live else 0.0
+        tokens, rows = dist_utils.all_reduce([local_tokens, float(local_rows)])
+        micro = max(1, -(-local_rows // self.p.micro_batch_size))
+        micro = int(dist_utils.all_reduce([float(micro)], "max")[0])
         totals: dict[str, float] = {}
         self.optimizer.zero_grad(set_to_none=True)
-        for start in range(0, size, self.p.micro_batch_size):
-            mb = batch.slice(start, start + self.p.micro_batch_size)
-            by_tokens = float(mb.mask.sum()) / max(tokens, 1.0)
-            scale = by_tokens if self.p.loss_agg_mode == "token-mean" else mb.rows / size
-            for k, v in self._micro_loss(mb, scale).items():
+        for part in np.array_split(np.arange(local_rows), micro):
+            if len(part):
+                mb, weight = batch.slice(int(part[0]), int(part[-1]) + 1), 1.0
+            else:
+                mb, weight = batch.slice(0, 1), 0.0
+            share = float(mb.mask.sum()) / max(tokens, 1.0)
+            if self.p.loss_agg_mode != "token-mean":
+                share = mb.rows / max(rows, 1.0)
+            for k, v in self._micro_loss(mb, weight * share * self.world_size).items():
                 totals[k] = totals.get(k, 0.0) + v
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.p.grad_clip)
         self.optimizer.step()
-        totals |= {"grad_norm": float(norm), "lr": self.optimizer.param_groups[0]["lr"]}
+        keys = list(totals)
+        reduced = dist_utils.all_reduce([totals[k] for k in keys])
+        totals = {k: v / self.world_size for k, v in zip(keys, reduced, strict=True)}
+        totals |= {
+            "grad_norm": dist_utils.as_float(norm),
+            "lr": self.optimizer.param_groups[0]["lr"],
+        }
         return totals | {"tokens": tokens}
 
     def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
         start = time.perf_counter()
         batch = pack(inputs["batch"], self.pad_id, self.p.device)
-        mini = self.p.mini_batch_size or batch.rows
+        if batch.rows == 0:
+            raise ValueError("this training worker got no rows: use fewer training workers")
+        total_rows = int(dist_utils.all_reduce([float(batch.rows)])[0])
+        steps = -(-total_rows // (self.p.mini_batch_size or total_rows))
         rows: list[dict[str, float]] = []
         for _ in range(self.p.epochs):
-            for lo in range(0, batch.rows, mini):
-                rows.append(self._step(batch.slice(lo, lo + mini)))
+            for part in np.array_split(np.arange(batch.rows), steps):
+                if len(part):
+                    rows.append(self._step(batch.slice(int(part[0]), int(part[-1]) + 1)))
+                else:
+                    rows.append(self._step(batch.slice(0, 1), live=False))
         self.policy_version += 1
         seconds = time.perf_counter() - start
         tokens_per_s = sum(r["tokens"] for r in rows) / max(seconds, 1e-9)
+        if self.rank != 0:
+            rows = []  # the group's metrics are reduced: rank 0 reports them once
         return pa.table(
             {
                 "step": pa.array(range(len(rows)), pa.int64()),
@@ -173,6 +206,5 @@ POLICY_GRADIENT = OperatorDef(
     passthrough=False,
     params=PolicyGradientParams,
     stateful=True,
-    max_workers=1,  # data-parallel training across workers arrives with FSDP
     description="GRPO/PPO-clip policy-gradient trainer (AdamW, grad clip, optional KL).",
 )
