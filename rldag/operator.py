@@ -72,6 +72,7 @@ class OperatorDef:
     stateful: bool = False  # lives in a pool worker for the whole run
     dispatch: Dispatch = "group"  # how rows are spread over workers: by prompt group or copied
     max_workers: int | None = None  # most workers it can use (None: any)
+    checkpointable: bool = False  # has save_checkpoint/load_checkpoint/export_hf (trainers)
     output_schema: Callable[[Any], pa.Schema] | None = None  # sources: schema from the data
     description: str = ""
 

@@ -23,6 +23,8 @@ class NodeRunner(Protocol):
 
     def sync_weights(self, source: Node, target: Node) -> tuple[int, float]: ...
 
+    def call(self, node: Node, method: str, *args: object) -> object: ...
+
     def close(self) -> None: ...
 
 
@@ -58,6 +60,10 @@ class InProcessPools:
         start = time.perf_counter()
         dst.load_weights(src.export_weights(), version)
         return version, time.perf_counter() - start
+
+    def call(self, node: Node, method: str, *args: object) -> object:
+        """Call a method of the node's operator (checkpoint, restore, export)."""
+        return getattr(self.instance(node), method)(*args)
 
     def close(self) -> None:
         for inst in self._instances.values():

@@ -166,6 +166,16 @@ class RayPools:
         ray.get(exported[1:])
         return version, time.perf_counter() - start
 
+    def call(self, node: Node, method: str, *args: object) -> object:
+        """Call an operator method on every worker of the node's group (collectives such as
+        sharded checkpoints need all ranks); returns rank 0's result."""
+        import ray
+
+        group = self._group(node)
+        if group is None:
+            return self._driver.call(node, method, *args)
+        return ray.get([w.call.remote(node, method, *args) for w in self._workers[group.name]])[0]
+
     def close(self) -> None:
         import ray
         from ray.util.placement_group import remove_placement_group

@@ -14,22 +14,23 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from rldag.errors import RunError
+from rldag.errors import InputError, RunError
 from rldag.graph import Graph
 from rldag.metrics import iteration_metrics
 from rldag.operator import NodeContext
-from rldag.pools import InProcessPools, NodeRunner
+from rldag.pools import NodeRunner
 from rldag.schema import check_table
 from rldag.spec import LoadedPipeline
-from rldag.storage import Storage, TableHandle, new_run_id
+from rldag.storage import Storage, TableHandle, new_run_id, open_storage
 
 _ACTIVE: dict[str, Run] = {}
 _LISTENERS: list[Callable[..., None]] = []
 
 
 def add_listener(listener: Callable[..., None]) -> Callable[[], None]:
-    """Call `listener(event, run, *args)` on "start", "iteration" (i, metrics) and "end";
-    returns a function that removes it (the CLI's progress display uses this)."""
+    """Call `listener(event, run, *args)` on "start", "node" (i, name), "node_done" (i, name,
+    rows, seconds), "iteration" (i, metrics) and "end"; returns a function that removes it
+    (the CLI's progress display uses this)."""
     _LISTENERS.append(listener)
     return lambda: _LISTENERS.remove(listener)
 
@@ -53,7 +54,7 @@ class Run:
     graph: Graph
     storage: Storage
     run_id: str
-    runner: NodeRunner = field(default_factory=InProcessPools)
+    runner: NodeRunner
     metrics: list[dict[str, float]] = field(default_factory=list)
     _tables: dict[tuple[int, str], pa.Table] = field(default_factory=dict)
     _seconds: dict[tuple[int, str], float] = field(default_factory=dict)
@@ -61,12 +62,23 @@ class Run:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def start(cls, loaded: LoadedPipeline, graph: Graph, runner: NodeRunner | None = None) -> Run:
-        """Create the run directory with the resolved pipeline and register the run."""
-        storage = Storage(loaded.spec.storage.uri)
-        run = cls(loaded, graph, storage, new_run_id(loaded.spec.name))
-        if runner is not None:
-            run.runner = runner
+    def start(
+        cls,
+        loaded: LoadedPipeline,
+        graph: Graph,
+        runner: NodeRunner | None = None,
+        run_id: str | None = None,
+    ) -> Run:
+        """Create the run directory with the resolved pipeline and register the run; with
+        `run_id`, reopen that stored run (to resume it)."""
+        storage = open_storage(loaded.spec.storage)
+        if run_id is not None and not storage.exists(f"{run_id}/pipeline.yaml"):
+            raise InputError(f"no run {run_id!r} under {storage.root}", path="--resume")
+        if runner is None:
+            from rldag.ray_pools import start_pools
+
+            runner = start_pools(loaded.spec, graph, loaded.source)
+        run = cls(loaded, graph, storage, run_id or new_run_id(loaded.spec.name), runner)
         storage.write_text(f"{run.run_id}/pipeline.yaml", loaded.resolved_yaml)
         _ACTIVE[run.run_id] = run
         return run
@@ -84,6 +96,7 @@ class Run:
         node = self.graph.nodes[name]
         inputs = {port: self._tables[(iteration, up)] for port, up in node.inputs.items()}
         ctx = NodeContext(name, iteration, self.loaded.spec.seed, self.uri)
+        notify("node", self, iteration, name)
         start = time.perf_counter()
         if node.weights_from is not None:
             source = self.graph.nodes[node.weights_from]
@@ -106,6 +119,7 @@ class Run:
         with self._lock:
             self._tables[(iteration, name)] = table
             self._seconds[(iteration, name)] = seconds
+        notify("node_done", self, iteration, name, table.num_rows, seconds)
         return handle
 
     def table(self, iteration: int, name: str) -> pa.Table:

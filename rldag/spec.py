@@ -68,6 +68,56 @@ class StorageSpec:
 
     uri: str = "file://./runs"  # file://path, a plain path, or s3://bucket/prefix
     persist: bool = True  # persist every edge table unless a node says otherwise
+    endpoint_url: str | None = None  # s3: an S3-compatible server; default AWS_ENDPOINT_URL/AWS
+    options: dict[str, Any] = field(default_factory=dict)  # more fsspec/s3fs options (anon, ...)
+
+
+class PlacementStrategy(StrEnum):
+    """How Ray places a pool's bundles over nodes (Ray placement group strategies)."""
+
+    PACK = "PACK"
+    SPREAD = "SPREAD"
+    STRICT_PACK = "STRICT_PACK"
+    STRICT_SPREAD = "STRICT_SPREAD"
+
+
+@dataclass
+class PoolSpec:
+    """A resource pool: a group of identical Ray worker actors, one bundle each."""
+
+    workers: int = 1  # worker actors (one placement-group bundle each)
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: float = 0.0  # fractions allowed; logical GPUs work on CPU machines
+    strategy: PlacementStrategy = PlacementStrategy.PACK  # STRICT_PACK: all on one node
+    max_concurrency: int = 0  # environment: max concurrent executions (0 = no bound)
+
+
+@dataclass
+class PoolsSpec:
+    """The three pools and which of them share bundles (HybridFlow's colocation)."""
+
+    training: PoolSpec = field(default_factory=PoolSpec)
+    rollout: PoolSpec = field(default_factory=PoolSpec)
+    environment: PoolSpec = field(default_factory=PoolSpec)
+    colocate: list[list[str]] = field(default_factory=lambda: [["training", "rollout"]])
+
+
+@dataclass
+class RaySpec:
+    """Where the pools run."""
+
+    enabled: bool = True  # false: every pool in the driver process (debugging)
+    address: str | None = None  # None: start an embedded local Ray; "auto" or ray://host:port
+    num_cpus: int | None = None  # embedded Ray only: CPUs to declare (default: all)
+    num_gpus: int | None = None  # embedded Ray only: GPUs to declare (logical ones allowed)
+
+
+@dataclass
+class CheckpointSpec:
+    """When trainers save their state (for `rldag run --resume`) and export the policy."""
+
+    every: int = 0  # checkpoint every N iterations and after the last (0: never)
+    export_hf: bool = True  # save the final policy as a Hugging Face directory <run>/hf/<node>
 
 
 @dataclass
@@ -86,6 +136,9 @@ class PipelineSpec:
     seed: int = 0  # seeds sampling, shuffling and initialisation
     model: ModelSpec = field(default_factory=ModelSpec)
     storage: StorageSpec = field(default_factory=StorageSpec)
+    checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)
+    ray: RaySpec = field(default_factory=RaySpec)
+    pools: PoolsSpec = field(default_factory=PoolsSpec)
     nodes: dict[str, NodeSpec] = field(default_factory=dict)
 
 

@@ -101,6 +101,10 @@ class PoolWorker:
         self._instance(node).load_weights(weights, version)
         return time.perf_counter() - start
 
+    def call(self, node: Node, method: str, *args: Any) -> Any:
+        """Call a method of a node's operator on this worker (checkpoint, restore, export)."""
+        return getattr(self._instance(node), method)(*args)
+
     def sync_local(self, source: Node, target: Node) -> int:
         """Colocated weights edge: copy in this process when the source is newer."""
         src, dst = self._instance(source), self._instance(target)

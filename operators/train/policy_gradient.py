@@ -16,6 +16,7 @@ import torch
 from omegaconf import MISSING
 
 from operators.hf import load_causal_lm
+from operators.train import checkpoint
 from operators.train import distributed as dist_utils
 from operators.train.batch import PackedBatch, pack
 from operators.train.loss import (
@@ -95,6 +96,19 @@ class PolicyGradientTrainer:
     def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
         dist_utils.load_full_state_dict(self.model, weights, self.distributed)
         self.policy_version = version
+
+    def save_checkpoint(self, path: str) -> None:
+        """Sharded model + optimizer state, policy version and RNG (every rank calls it)."""
+        checkpoint.save(path, self.model, self.optimizer, self.policy_version, self.rank)
+
+    def load_checkpoint(self, path: str) -> None:
+        self.policy_version = checkpoint.load(path, self.model, self.optimizer, self.rank)
+
+    def export_hf(self, path: str) -> None:
+        """The policy as a Hugging Face directory (weights gathered; rank 0 writes)."""
+        weights = self.export_weights()
+        if self.rank == 0:
+            checkpoint.export_hf(path, self.model, weights, self.p.model_path)
 
     def _micro_loss(self, mb: PackedBatch, scale: float) -> dict[str, float]:
         p = self.p
@@ -206,5 +220,6 @@ POLICY_GRADIENT = OperatorDef(
     passthrough=False,
     params=PolicyGradientParams,
     stateful=True,
+    checkpointable=True,
     description="GRPO/PPO-clip policy-gradient trainer (AdamW, grad clip, optional KL).",
 )

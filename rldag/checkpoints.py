@@ -1,0 +1,76 @@
+"""Run-level checkpoints and resume: which iteration is saved, where, and how a stopped run
+continues. The operators (trainers) write their own state; this module decides when.
+
+Layout under the run: `checkpoints/iter=<i>/<node>/` (sharded DCP + extras) and
+`checkpoints/latest.json`, written last, so a crash mid-checkpoint keeps the previous one.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rldag.errors import InputError
+from rldag.graph import Graph, Node
+from rldag.run import Run
+from rldag.storage import Storage
+
+LATEST = "checkpoints/latest.json"
+
+
+def checkpointed_nodes(graph: Graph) -> list[Node]:
+    """Nodes whose operator holds state a checkpoint must save (trainers)."""
+    return [n for n in graph.nodes.values() if n.op.checkpointable]
+
+
+def _node_dir(run: Run, iteration: int, node: str) -> str:
+    return f"{run.uri}/checkpoints/iter={iteration}/{node}"
+
+
+def save_if_due(run: Run, iteration: int) -> bool:
+    """Checkpoint after `iteration` every `checkpoint.every` iterations and after the last."""
+    every = run.loaded.spec.checkpoint.every
+    last = iteration == run.loaded.spec.iterations - 1
+    if not every or not ((iteration + 1) % every == 0 or last):
+        return False
+    for node in checkpointed_nodes(run.graph):
+        run.runner.call(node, "save_checkpoint", _node_dir(run, iteration, node.name))
+    run.storage.write_text(f"{run.run_id}/{LATEST}", json.dumps({"iteration": iteration}))
+    return True
+
+
+def latest(storage: Storage, run_id: str) -> int | None:
+    """The last checkpointed iteration of a run, or None."""
+    if not storage.exists(f"{run_id}/{LATEST}"):
+        return None
+    return int(json.loads(storage.read_text(f"{run_id}/{LATEST}"))["iteration"])
+
+
+def resume(run: Run) -> int:
+    """Load the run's last checkpoint into its operators and metrics; return the next
+    iteration to run."""
+    done = latest(run.storage, run.run_id)
+    if done is None:
+        raise InputError(
+            f"run {run.run_id} has no checkpoint to resume from (set checkpoint.every)",
+            path="--resume",
+        )
+    for node in checkpointed_nodes(run.graph):
+        run.runner.call(node, "load_checkpoint", _node_dir(run, done, node.name))
+    if run.storage.exists(f"{run.run_id}/metrics.parquet"):
+        rows = run.storage.read_table(f"{run.run_id}/metrics.parquet").to_pylist()
+        run.metrics = [
+            {k: float(v) for k, v in row.items() if v is not None}
+            for row in rows
+            if row["iteration"] <= done
+        ]
+    return done + 1
+
+
+def export_policy(run: Run) -> list[str]:
+    """Save each trainer's policy as a plain Hugging Face directory under `<run>/hf/`."""
+    out = []
+    for node in checkpointed_nodes(run.graph):
+        path = f"{run.uri}/hf/{node.name}"
+        run.runner.call(node, "export_hf", path)
+        out.append(path)
+    return out
