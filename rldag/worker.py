@@ -15,6 +15,7 @@ import pyarrow as pa
 from rldag.dispatch import added_columns
 from rldag.graph import Node
 from rldag.operator import NodeContext, OperatorInstance
+from rldag.weights import from_wire, to_wire
 
 
 def _free_port() -> int:
@@ -94,11 +95,12 @@ class PoolWorker:
         return getattr(self._instance(node), "policy_version", 0)
 
     def export_weights(self, node: Node) -> dict[str, Any]:
-        return self._instance(node).export_weights()
+        """The node's weights in wire form (numpy buffers the object store holds zero-copy)."""
+        return to_wire(self._instance(node).export_weights())
 
     def load_weights(self, node: Node, weights: dict[str, Any], version: int) -> float:
         start = time.perf_counter()
-        self._instance(node).load_weights(weights, version)
+        self._instance(node).load_weights(from_wire(weights), version)
         return time.perf_counter() - start
 
     def call(self, node: Node, method: str, *args: Any) -> Any:

@@ -16,6 +16,7 @@ import yaml
 from rldag.graph import build_graph
 from rldag.run import Run
 from rldag.spec import load_pipeline
+from rldag.weights import from_wire
 
 pytestmark = pytest.mark.slow
 
@@ -77,9 +78,9 @@ def train_once(tmp_path: Path, model: Path, data: Path, workers: int):
         import ray
 
         trainer = run.graph.nodes["train"]
-        weights = ray.get(
-            [w.export_weights.remote(trainer) for w in run.runner.workers("training")]
-        )[0]
+        weights = from_wire(
+            ray.get([w.export_weights.remote(trainer) for w in run.runner.workers("training")])[0]
+        )
         metrics = run.table(0, "train")
     finally:
         run.close()
