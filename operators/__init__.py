@@ -6,15 +6,26 @@ Importing this package registers them (it is the `rldag.operators` entry point).
 from operators.advantage import GRPO_ADVANTAGE
 from operators.data.dataset import DATASET
 from operators.generate import TORCH_ENGINE
+from operators.kl_reward import KL_REWARD
 from operators.rewards.arithmetic import compute_score as arithmetic_score
 from operators.rewards.pass_rate import PASS_RATE
 from operators.sandbox_exec import SANDBOX_PYTHON
 from operators.score import score_operator
 from operators.train.policy_gradient import POLICY_GRADIENT
+from operators.train.reference import REFERENCE_LOGPROBS
 from rldag.registry import register, register_adapter
 from rldag.spec import NodeKind
 
-for _op in (DATASET, TORCH_ENGINE, SANDBOX_PYTHON, PASS_RATE, GRPO_ADVANTAGE, POLICY_GRADIENT):
+for _op in (
+    DATASET,
+    TORCH_ENGINE,
+    SANDBOX_PYTHON,
+    PASS_RATE,
+    GRPO_ADVANTAGE,
+    POLICY_GRADIENT,
+    REFERENCE_LOGPROBS,
+    KL_REWARD,
+):
     register(_op)
 register(score_operator("arithmetic", arithmetic_score))
 register_adapter(NodeKind.score, score_operator)

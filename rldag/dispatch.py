@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def group_boundaries(table: pa.Table, shards: int, key: str = "prompt_id") -> list[int]:
@@ -79,3 +80,33 @@ def reattach(inputs: pa.Table, added: pa.Table) -> pa.Table:
             else out.append_column(name, added[name])
         )
     return out
+
+
+def balanced_assignment(table: pa.Table, workers: int, key: str = "prompt_id") -> list[np.ndarray]:
+    """Row indices per worker with prompt groups kept whole and tokens (prompt + response)
+    balanced: largest groups first, each to the least-loaded worker. For nodes whose output
+    order does not matter (training)."""
+    rows = table.num_rows
+    tokens = np.ones(rows)
+    for column in ("prompt_ids", "response_ids"):
+        if column in table.column_names:
+            tokens += pc.list_value_length(table[column]).to_numpy(zero_copy_only=False)
+    keys = table[key].to_numpy() if key in table.column_names else np.arange(rows)
+    _, group = np.unique(keys, return_inverse=True)
+    load = np.bincount(group, weights=tokens)
+    owner = np.empty(len(load), dtype=np.int64)
+    totals = np.zeros(workers)
+    for g in np.argsort(-load, kind="stable"):
+        owner[g] = int(np.argmin(totals))
+        totals[owner[g]] += load[g]
+    return [np.flatnonzero(owner[group] == w) for w in range(workers)]
+
+
+def select_rows(table: pa.Table, selection: tuple[int, int] | np.ndarray | None) -> pa.Table:
+    """A worker's rows: all (None), a contiguous range (zero-copy) or row indices (a copy)."""
+    if selection is None:
+        return table
+    if isinstance(selection, tuple):
+        start, stop = selection
+        return table.slice(start, stop - start)
+    return table.take(selection)

@@ -36,7 +36,8 @@ class Node:
 
     @property
     def pool(self) -> PoolName:
-        return self.spec.resolved_pool
+        """The node's pool: its own `pool:`, else its operator's, else by kind."""
+        return self.spec.pool or self.op.pool or self.spec.resolved_pool
 
 
 @dataclass

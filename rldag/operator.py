@@ -14,9 +14,9 @@ from typing import Any, Literal, Protocol
 import pyarrow as pa
 
 from rldag.schema import Column
-from rldag.spec import NodeKind
+from rldag.spec import NodeKind, PoolName
 
-Dispatch = Literal["replicate", "group"]
+Dispatch = Literal["group", "balanced", "replicate"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ class OperatorDef:
     passthrough: bool = True  # False: the output has only `adds` (e.g. train metrics)
     params: type | None = None  # a dataclass; pipeline params are validated against it
     stateful: bool = False  # lives in a pool worker for the whole run
-    dispatch: Dispatch = "group"  # how rows are spread over workers: by prompt group or copied
+    dispatch: Dispatch = "group"  # rows over workers: by prompt group, token-balanced, copied
+    pool: PoolName | None = None  # its pool when the node sets none (else by kind)
     max_workers: int | None = None  # most workers it can use (None: any)
     checkpointable: bool = False  # has save_checkpoint/load_checkpoint/export_hf (trainers)
     output_schema: Callable[[Any], pa.Schema] | None = None  # sources: schema from the data

@@ -13,7 +13,13 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from rldag.dispatch import group_boundaries, join_tables, reattach
+from rldag.dispatch import (
+    balanced_assignment,
+    group_boundaries,
+    join_tables,
+    reattach,
+    select_rows,
+)
 from rldag.errors import PlacementError
 from rldag.graph import Graph, Node
 from rldag.operator import NodeContext
@@ -127,19 +133,21 @@ class RayPools:
         # (pickling a slice would ship the whole buffers of list columns to every worker).
         ref = ray.put(table)
         if node.op.dispatch == "replicate":
-            cuts = [(0, table.num_rows)] * len(workers)
+            selections: list = [None] * len(workers)
+        elif node.op.dispatch == "balanced":
+            selections = balanced_assignment(table, len(workers))
         else:
             bounds = group_boundaries(table, len(workers))
-            cuts = list(zip(bounds[:-1], bounds[1:], strict=True))
+            selections = list(zip(bounds[:-1], bounds[1:], strict=True))
         refs = [
-            w.run.remote(node, rest, ctx, primary, ref, a, b)
-            for w, (a, b) in zip(workers, cuts, strict=False)
+            w.run.remote(node, rest, ctx, primary, ref, sel)
+            for w, sel in zip(workers, selections, strict=False)
         ]
         results = ray.get(refs)
         self.operator_seconds[node.name] = max(seconds for _, _, seconds in results)
         outputs = [
-            reattach(table.slice(a, b - a), out) if only_added else out
-            for (a, b), (out, only_added, _) in zip(cuts, results, strict=False)
+            reattach(select_rows(table, sel), out) if only_added else out
+            for sel, (out, only_added, _) in zip(selections, results, strict=False)
         ]
         return outputs[0] if node.op.dispatch == "replicate" else join_tables(outputs)
 

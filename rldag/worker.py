@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from rldag.dispatch import added_columns
+from rldag.dispatch import added_columns, select_rows
 from rldag.graph import Node
 from rldag.operator import NodeContext, OperatorInstance
 from rldag.weights import from_wire, to_wire
@@ -73,17 +74,16 @@ class PoolWorker:
         ctx: NodeContext,
         primary: str | None,
         table: pa.Table | None,
-        start: int,
-        stop: int,
+        selection: tuple[int, int] | np.ndarray | None,
     ) -> tuple[pa.Table, bool, float]:
-        """Run the node on rows [start, stop) of its `primary` input `table` (resolved by Ray
+        """Run the node on its selected rows of the `primary` input `table` (resolved by Ray
         from one shared object). Returns (table, only_added, operator seconds): when the
         output is those rows plus new columns, only the new columns travel back."""
         ctx = replace(ctx, rank=self.rank, world_size=self.world_size)
         begin = time.perf_counter()
         if primary is None:
             return self._instance(node)(inputs, ctx), False, time.perf_counter() - begin
-        rows = table.slice(start, stop - start)
+        rows = select_rows(table, selection)
         output = self._instance(node)({**inputs, primary: rows}, ctx)
         seconds = time.perf_counter() - begin
         added = added_columns(rows, output)

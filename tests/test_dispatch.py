@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from rldag.dispatch import added_columns, group_boundaries, join_tables, reattach
+from rldag.dispatch import (
+    added_columns,
+    balanced_assignment,
+    group_boundaries,
+    join_tables,
+    reattach,
+)
 
 
 def split_table(table: pa.Table, shards: int) -> list[pa.Table]:
@@ -63,3 +69,26 @@ def test_only_added_columns_travel_back_and_reattach_in_order():
     expanded = pa.concat_tables([out, out])  # row-changing operators ship the whole table
     assert added_columns(rows, expanded) is None
     assert added_columns(rows, out.drop_columns(["response"])) is None
+
+
+def test_balanced_assignment_keeps_groups_whole_and_balances_tokens():
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        groups = int(rng.integers(4, 30))
+        ids = np.repeat(np.arange(groups), 4)
+        lengths = rng.integers(1, 50, size=len(ids))
+        table = pa.table(
+            {
+                "prompt_id": ids,
+                "prompt_ids": pa.array([[1] * 3 for _ in ids]),
+                "response_ids": pa.array([[1] * int(n) for n in lengths]),
+            }
+        )
+        workers = int(rng.integers(2, 5))
+        parts = balanced_assignment(table, workers)
+        assert sorted(np.concatenate(parts).tolist()) == list(range(len(ids)))
+        for part in parts:
+            assert all(np.isin(ids[ids == g], ids[part]).all() for g in set(ids[part]))
+        tokens = [(lengths[p] + 4).sum() for p in parts]
+        group_max = max((lengths[ids == g] + 4).sum() for g in range(groups))
+        assert max(tokens) - min(tokens) <= group_max  # LPT: within one group's tokens

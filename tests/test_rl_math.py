@@ -99,3 +99,26 @@ def test_kl_estimators_by_hand():
         kl_penalty(logp, ref, "k3"), torch.tensor([1 - math.log(2), math.log(2) - 0.5])
     )
     assert kl_penalty(logp, logp, "k3").abs().max().item() == 0.0
+
+
+def test_behaviour_weights_are_capped_ratios():
+    from operators.train.loss import behaviour_weights
+
+    prox = torch.tensor([[0.0, 0.0, math.log(10.0)]])
+    behav = torch.tensor([[0.0, math.log(2.0), 0.0]])
+    got = behaviour_weights(prox, behav, cap=5.0)
+    torch.testing.assert_close(got, torch.tensor([[1.0, 0.5, 5.0]]))
+
+
+def test_ppo_token_weights_scale_each_tokens_loss():
+    logp, old = torch.zeros(1, 2), torch.zeros(1, 2)
+    adv, mask = torch.tensor([[1.0, 1.0]]), torch.ones(1, 2)
+    loss, _, _ = ppo_clip_loss(logp, old, adv, mask, weights=torch.tensor([[0.5, 2.0]]))
+    assert loss.item() == pytest.approx(-(0.5 + 2.0) / 2)
+
+
+def test_sequence_kl_sums_token_estimates():
+    from operators.kl_reward import sequence_kl
+
+    kl = sequence_kl([[0.0, -1.0], [-0.5]], [[0.0, -2.0], [-0.5]], "k1")
+    np.testing.assert_allclose(kl, [1.0, 0.0])

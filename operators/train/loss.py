@@ -53,10 +53,12 @@ def ppo_clip_loss(
     clip_ratio_high: float = 0.2,
     clip_ratio_c: float | None = None,
     loss_agg_mode: str = "token-mean",
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """PPO clipped surrogate with separate low/high ratios and optional dual clip.
 
-    `advantages` is per token (a sequence advantage broadcast over its tokens).
+    `advantages` is per token (a sequence advantage broadcast over its tokens); `weights`
+    (per token, e.g. behaviour importance weights) scale each token's loss.
     Returns (loss, clip fraction, approx KL old->new as mean of old_logp - logp).
     """
     log_ratio = (logp - old_logp).clamp(-20.0, 20.0)
@@ -69,7 +71,17 @@ def ppo_clip_loss(
         dual = torch.minimum(losses, -advantages * clip_ratio_c)
         losses = torch.where(advantages < 0, dual, losses)
     approx_kl = masked_mean(-log_ratio, mask)
+    if weights is not None:
+        losses = losses * weights.detach()
     return aggregate(losses, mask, loss_agg_mode), clipfrac.detach(), approx_kl.detach()
+
+
+def behaviour_weights(
+    proximal_logp: torch.Tensor, behaviour_logp: torch.Tensor, cap: float
+) -> torch.Tensor:
+    """Decoupled PPO's truncated importance weights pi_prox / pi_behav per token (AReaL):
+    correct for rows sampled by an older policy version; capped at `cap`."""
+    return (proximal_logp - behaviour_logp).clamp(max=20.0).exp().clamp(max=cap)
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") -> torch.Tensor:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 from omegaconf import MISSING
 
@@ -21,6 +22,7 @@ from operators.train import distributed as dist_utils
 from operators.train.batch import PackedBatch, pack
 from operators.train.loss import (
     aggregate,
+    behaviour_weights,
     entropy_from_logits,
     kl_penalty,
     masked_mean,
@@ -54,11 +56,18 @@ class PolicyGradientParams:
     kl_coef: float = 0.0  # KL to the initial policy as a loss term; 0 = no reference model
     kl_estimator: str = "k3"  # k1 | k2 (mse) | k3 (low_var_kl) | abs
     entropy_coef: float = 0.0  # bonus on token entropy
+    off_policy: str = "none"  # decoupled: clip against the current policy, IS-correct to behaviour
+    is_cap: float = 5.0  # decoupled: cap of the behaviour importance weight
+    max_staleness: int = -1  # drop rows generated more than k versions ago (-1: keep all)
+    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 (autocast)
     device: str = "cpu"
 
     def __post_init__(self) -> None:
         check_choice("loss_agg_mode", self.loss_agg_mode, LOSS_AGG_MODES)
         check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+        check_choice("off_policy", self.off_policy, ("none", "decoupled"))
+        check_choice("precision", self.precision, ("auto", "fp32", "bf16"))
+        check_positive("is_cap", self.is_cap)
         check_positive("lr", self.lr)
         check_positive("temperature", self.temperature)
         check_positive("epochs", self.epochs)
@@ -87,6 +96,11 @@ class PolicyGradientTrainer:
         )
         self.policy_version = 0
         self.pad_id = self.model.config.pad_token_id or 0
+        self.device_type = params.device.split(":")[0]
+        precision = params.precision
+        if precision == "auto":
+            precision = "bf16" if self.device_type == "cuda" else "fp32"
+        self.bf16 = precision == "bf16"
 
     def export_weights(self) -> dict[str, torch.Tensor]:
         """The full policy weights (references on one worker; gathered on every rank of a
@@ -110,29 +124,46 @@ class PolicyGradientTrainer:
         if self.rank == 0:
             checkpoint.export_hf(path, self.model, weights, self.p.model_path)
 
+    def _forward(self, mb: PackedBatch) -> torch.Tensor:
+        """Logits aligned with the targets, under bf16 autocast when asked."""
+        with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=self.bf16):
+            out = self.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask)
+        return out.logits[:, :-1]
+
+    def _ref_logprobs(self, mb: PackedBatch) -> torch.Tensor | None:
+        if mb.ref_logprobs is not None:
+            return mb.ref_logprobs
+        if self.ref is None:
+            return None
+        with torch.no_grad():
+            logits = self.ref(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+        return token_logprobs(logits[:, :-1], mb.targets, self.p.temperature)
+
     def _micro_loss(self, mb: PackedBatch, scale: float) -> dict[str, float]:
         p = self.p
-        logits = self.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
-        logits = logits[:, :-1]
+        logits = self._forward(mb)
         logp = token_logprobs(logits, mb.targets, p.temperature)
         adv = mb.advantages.unsqueeze(-1) * mb.mask
+        old, weights = mb.old_logprobs, None
+        if mb.prox_logprobs is not None:  # decoupled PPO
+            old = mb.prox_logprobs
+            weights = behaviour_weights(mb.prox_logprobs, mb.old_logprobs, p.is_cap)
         pg_loss, clipfrac, approx_kl = ppo_clip_loss(
             logp,
-            mb.old_logprobs,
+            old,
             adv,
             mb.mask,
             clip_ratio_low=p.clip_ratio_low,
             clip_ratio_high=p.clip_ratio_high,
             clip_ratio_c=p.clip_ratio_c,
             loss_agg_mode=p.loss_agg_mode,
+            weights=weights,
         )
         entropy = aggregate(entropy_from_logits(logits, p.temperature), mb.mask, p.loss_agg_mode)
         loss = pg_loss - p.entropy_coef * entropy
         kl = torch.zeros(())
-        if self.ref is not None:
-            with torch.no_grad():
-                ref_logits = self.ref(input_ids=mb.input_ids, attention_mask=mb.attention_mask)
-                ref_logp = token_logprobs(ref_logits.logits[:, :-1], mb.targets, p.temperature)
+        ref_logp = self._ref_logprobs(mb) if p.kl_coef else None
+        if ref_logp is not None:
             kl = aggregate(kl_penalty(logp, ref_logp, p.kl_estimator), mb.mask, p.loss_agg_mode)
             loss = loss + p.kl_coef * kl
         (loss * scale).backward()
@@ -140,6 +171,24 @@ class PolicyGradientTrainer:
         stats |= {"approx_kl": approx_kl, "entropy": entropy, "kl": kl}
         stats["mean_logprob"] = masked_mean(logp.detach(), mb.mask)
         return {k: float(v.detach()) * scale for k, v in stats.items()}
+
+    def _proximal(self, batch: PackedBatch) -> torch.Tensor:
+        """Log-probs of the current policy before this iteration's updates (no grad)."""
+        out = torch.zeros_like(batch.old_logprobs)
+        with torch.no_grad():
+            for lo in range(0, batch.rows, self.p.micro_batch_size):
+                mb = batch.slice(lo, lo + self.p.micro_batch_size)
+                width = mb.targets.shape[1]
+                logp = token_logprobs(self._forward(mb), mb.targets, self.p.temperature)
+                out[lo : lo + mb.rows, :width] = logp.float()
+        return out
+
+    def _fresh(self, table: pa.Table) -> pa.Table:
+        """Rows within `max_staleness` versions of the current policy."""
+        if self.p.max_staleness < 0 or "policy_version" not in table.column_names:
+            return table
+        oldest = self.policy_version - self.p.max_staleness
+        return table.filter(pc.greater_equal(table["policy_version"], oldest))
 
     def _step(self, batch: PackedBatch, live: bool = True) -> dict[str, float]:
         """One optimizer step over this rank's rows (`live=False`: this rank has none for
@@ -176,9 +225,15 @@ class PolicyGradientTrainer:
 
     def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
         start = time.perf_counter()
-        batch = pack(inputs["batch"], self.pad_id, self.p.device)
-        if batch.rows == 0:
-            raise ValueError("this training worker got no rows: use fewer training workers")
+        table = self._fresh(inputs["batch"])
+        if table.num_rows == 0:
+            raise ValueError(
+                "this training worker got no fresh rows: fewer training workers "
+                "or a larger max_staleness"
+            )
+        batch = pack(table, self.pad_id, self.p.device)
+        if self.p.off_policy == "decoupled":
+            batch.prox_logprobs = self._proximal(batch)
         total_rows = int(dist_utils.all_reduce([float(batch.rows)])[0])
         steps = -(-total_rows // (self.p.mini_batch_size or total_rows))
         rows: list[dict[str, float]] = []
@@ -221,5 +276,6 @@ POLICY_GRADIENT = OperatorDef(
     params=PolicyGradientParams,
     stateful=True,
     checkpointable=True,
+    dispatch="balanced",
     description="GRPO/PPO-clip policy-gradient trainer (AdamW, grad clip, optional KL).",
 )

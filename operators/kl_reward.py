@@ -1,0 +1,69 @@
+"""`kl_reward` transform: KL to the reference in the reward (veRL's in-reward KL penalty):
+reward <- reward - kl_coef * sum_t kl_t(behaviour || reference), before the advantage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from operators.train.loss import kl_penalty
+from operators.train.policy_gradient import KL_ESTIMATORS
+from rldag.operator import NodeContext, OperatorDef, Port
+from rldag.schema import col, columns
+from rldag.spec import NodeKind, check_choice, check_positive
+
+
+def sequence_kl(logp: list[list[float]], ref_logp: list[list[float]], kind: str) -> np.ndarray:
+    """Per-sequence sum of the per-token KL estimate."""
+    return np.array(
+        [
+            float(kl_penalty(torch.tensor(a), torch.tensor(b), kind).sum())
+            for a, b in zip(logp, ref_logp, strict=True)
+        ],
+        dtype=np.float32,
+    )
+
+
+@dataclass
+class KLRewardParams:
+    """Parameters of `kl_reward`."""
+
+    kl_coef: float = 0.001
+    kl_estimator: str = "k1"  # k1 | k2 (mse) | k3 (low_var_kl) | abs
+
+    def __post_init__(self) -> None:
+        check_positive("kl_coef", self.kl_coef, allow_zero=True)
+        check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+
+
+class KLReward:
+    """Subtracts the scaled sequence KL from `reward`; keeps the KL as `kl`."""
+
+    def __init__(self, params: KLRewardParams) -> None:
+        self.p = params
+
+    def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
+        table = inputs["scored"]
+        kl = sequence_kl(
+            table["response_logprobs"].to_pylist(),
+            table["ref_logprobs"].to_pylist(),
+            self.p.kl_estimator,
+        )
+        reward = table["reward"].to_numpy() - self.p.kl_coef * kl
+        idx = table.schema.get_field_index("reward")
+        table = table.set_column(idx, "reward", pa.array(reward, pa.float32()))
+        return table.append_column("kl", pa.array(kl, pa.float32()))
+
+
+KL_REWARD = OperatorDef(
+    name="kl_reward",
+    kind=NodeKind.transform,
+    factory=KLReward,
+    ports=(Port("scored", columns("reward", "response_logprobs", "ref_logprobs")),),
+    adds=(col("reward"), col("kl", pa.float32())),
+    params=KLRewardParams,
+    description="KL penalty in the reward: reward - kl_coef * KL(behaviour || reference).",
+)
