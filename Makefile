@@ -4,19 +4,24 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint test-fast model system-deps clean
+.PHONY: run test lint test-fast model system-deps ui-deps clean
 
 # The venv: the project editable, with torch pinned to the CPU wheel (constraints.txt).
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,s3]'
 	touch $(STAMP)
 
 # System packages the sandbox needs (bubblewrap, python3, libseccomp2); installs only what is
 # missing, as root.
 system-deps:
 	sh scripts/install-system-deps.sh
+
+# Headless Chromium and tesseract OCR for the Prefect UI test (tests/test_prefect_server.py);
+# installs only what is missing, as root.
+ui-deps:
+	sh scripts/install-ui-deps.sh
 
 # The tiny default model, tokenizer and addition data (deterministic, cached).
 model: $(STAMP)
@@ -29,7 +34,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint model system-deps
+test: lint model system-deps ui-deps
 	$(BIN)/pytest
 
 test-fast: $(STAMP)

@@ -4,10 +4,22 @@ one task run per node wired by futures so the flow-run graph is the pipeline's D
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
 from prefect import flow
-from prefect.artifacts import create_table_artifact
+from pydantic import Field
 
+from flows.artifacts import (
+    iteration_rollouts,
+    publish_iteration,
+    publish_reward_curve,
+    start_progress,
+    update_progress,
+)
+from flows.pipeline_param import pipeline_file
+from flows.run_logs import forward_rldag_logs
+from flows.settings import without_heartbeats
+from rldag import checkpoints
 from rldag.graph import build_graph
 from rldag.run import Run, get_run, notify
 from rldag.spec import load_pipeline
@@ -27,31 +39,54 @@ def iteration_flow(run_id: str, iteration: int, weights: TableHandle | None) -> 
             upstream["weights"] = weights
         futures[name] = node_task(node).submit(run_id, iteration, name, upstream)
     handles = {name: future.result() for name, future in futures.items()}
+    rollouts = iteration_rollouts(run, iteration)
     metrics = run.finish_iteration(iteration, time.perf_counter() - start)
-    create_table_artifact(
-        table=[{"metric": k, "value": round(v, 6)} for k, v in metrics.items()],
-        description=f"Metrics of iteration {iteration} of run {run_id}",
-    )
+    publish_iteration(run, iteration, metrics, rollouts)
     notify("iteration", run, iteration, metrics)
     trainers = [n for n in run.graph.order if run.graph.nodes[n].kind == "train"]
     return handles[trainers[-1]] if trainers else None
 
 
-def run_iterations(run: Run) -> str:
-    """Run every iteration of `run` as a subflow; the weights handle links them."""
+def run_iterations(run: Run, first: int = 0) -> str:
+    """Run iterations `first`.. of `run` as subflows; the weights handle links them. The
+    calling flow gets a live progress artifact and, at the end, the reward curve."""
     notify("start", run)
+    progress = start_progress(run)
     weights = None
     try:
-        for i in range(run.loaded.spec.iterations):
-            weights = iteration_flow(run.run_id, i, weights)
+        with without_heartbeats():
+            for i in range(first, run.loaded.spec.iterations):
+                weights = iteration_flow(run.run_id, i, weights)
+                checkpoints.save_if_due(run, i)
+                update_progress(progress, run, i + 1)
+        if run.loaded.spec.checkpoint.export_hf:
+            checkpoints.export_policy(run)
     finally:
+        publish_reward_curve(run)  # also for a failed run: the iterations it finished
         run.close()
     notify("end", run)
     return run.run_id
 
 
 @flow(name="rldag", persist_result=False)
-def rldag_run(pipeline: str, overrides: list[str] | None = None) -> str:
-    """Run a pipeline.yaml (with OmegaConf dotlist overrides); returns the run id."""
-    loaded = load_pipeline(pipeline, overrides or [])
-    return run_iterations(Run.start(loaded, build_graph(loaded)))
+def rldag_run(
+    pipeline: str,
+    overrides: list[str] | None = None,
+    iterations: Annotated[int | None, Field(ge=1)] = None,
+    resume: str | None = None,
+) -> str:
+    """Run an rldag pipeline: one subflow per RL iteration, one task per pipeline node.
+
+    Args:
+        pipeline: Path to a pipeline.yaml, or the YAML text itself.
+        overrides: OmegaConf dotlist overrides applied on top, e.g. `seed=1`.
+        iterations: RL iterations to run; empty keeps the pipeline's `iterations`.
+        resume: A run id under the pipeline's storage to continue from its last checkpoint.
+
+    Returns the run id; everything the run stores is under `<storage.uri>/<run id>/`.
+    """
+    forward_rldag_logs()
+    extra = [*(overrides or []), *([f"iterations={iterations}"] if iterations else [])]
+    loaded = load_pipeline(pipeline_file(pipeline), extra)
+    run = Run.start(loaded, build_graph(loaded), run_id=resume)
+    return run_iterations(run, checkpoints.resume(run) if resume else 0)

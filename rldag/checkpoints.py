@@ -23,7 +23,9 @@ def checkpointed_nodes(graph: Graph) -> list[Node]:
 
 
 def _node_dir(run: Run, iteration: int, node: str) -> str:
-    return f"{run.uri}/checkpoints/iter={iteration}/{node}"
+    """Relative to the storage root; trainers get a local path (Storage.local_dir/fetch_dir
+    stage it when the storage is an object store)."""
+    return f"{run.run_id}/checkpoints/iter={iteration}/{node}"
 
 
 def save_if_due(run: Run, iteration: int) -> bool:
@@ -33,7 +35,8 @@ def save_if_due(run: Run, iteration: int) -> bool:
     if not every or not ((iteration + 1) % every == 0 or last):
         return False
     for node in checkpointed_nodes(run.graph):
-        run.runner.call(node, "save_checkpoint", _node_dir(run, iteration, node.name))
+        with run.storage.local_dir(_node_dir(run, iteration, node.name)) as path:
+            run.runner.call(node, "save_checkpoint", path)
     run.storage.write_text(f"{run.run_id}/{LATEST}", json.dumps({"iteration": iteration}))
     return True
 
@@ -55,7 +58,8 @@ def resume(run: Run) -> int:
             path="--resume",
         )
     for node in checkpointed_nodes(run.graph):
-        run.runner.call(node, "load_checkpoint", _node_dir(run, done, node.name))
+        with run.storage.fetch_dir(_node_dir(run, done, node.name)) as path:
+            run.runner.call(node, "load_checkpoint", path)
     if run.storage.exists(f"{run.run_id}/metrics.parquet"):
         rows = run.storage.read_table(f"{run.run_id}/metrics.parquet").to_pylist()
         run.metrics = [
@@ -70,7 +74,8 @@ def export_policy(run: Run) -> list[str]:
     """Save each trainer's policy as a plain Hugging Face directory under `<run>/hf/`."""
     out = []
     for node in checkpointed_nodes(run.graph):
-        path = f"{run.uri}/hf/{node.name}"
-        run.runner.call(node, "export_hf", path)
-        out.append(path)
+        rel = f"{run.run_id}/hf/{node.name}"
+        with run.storage.local_dir(rel) as path:
+            run.runner.call(node, "export_hf", path)
+        out.append(run.storage.uri(rel))
     return out

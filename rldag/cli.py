@@ -1,5 +1,6 @@
-"""The `rldag` command: validate | plan | run a pipeline.yaml with key=value overrides;
-`rldag sandbox FILE.py` runs one program the way a sandbox node does.
+"""The `rldag` command: validate | plan | run | deploy a pipeline.yaml with key=value
+overrides; `rldag inspect RUN` shows a stored run; `rldag sandbox FILE.py` runs one program
+the way a sandbox node does.
 
 Exit codes: 0 ok, 1 the run failed, 2 bad input (nothing ran, nothing written).
 """
@@ -15,9 +16,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from rldag import checkpoints
 from rldag.errors import InputError, RunError
 from rldag.graph import Graph, build_graph
+from rldag.plan_view import placement_for, print_nodes, print_placement
 from rldag.spec import LoadedPipeline, load_pipeline
+from rldag.storage import open_storage
 
 err_console = Console(stderr=True, soft_wrap=True)
 console = Console(soft_wrap=True)
@@ -37,34 +41,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     loaded, graph = _load(args)
-    spec = loaded.spec
-    console.print(
-        f"[bold]{spec.name}[/bold]: {len(graph.nodes)} nodes, {spec.iterations} iterations, "
-        f"storage {spec.storage.uri}",
-        highlight=False,
-    )
-    for i, (name, node) in enumerate(graph.nodes.items()):
-        console.print(
-            f"{i:>2} [bold]{name}[/bold]  kind={node.kind.value}  op={node.op.name}  "
-            f"pool={node.pool.value}  {'stateful' if node.op.stateful else 'stateless'}",
-            highlight=False,
-        )
-        ports = {p.name: p for p in node.op.ports}
-        for port, upstream in node.inputs.items():
-            needs = ", ".join(c.name for c in ports[port].columns)
-            console.print(f"     in   {port} <- {upstream}  (needs {needs})", highlight=False)
-        if node.weights_from:
-            console.print(f"     in   weights <- {node.weights_from}[i-1]", markup=False)
-        added = {c.name for c in node.op.adds}
-        new = [f.name for f in node.output if f.name in added or not node.inputs]
-        kept = len(node.output) - len(new)
-        more = f"  (+ {kept} columns passed through)" if kept else ""
-        console.print(f"     out  {', '.join(new)}{more}", highlight=False)
+    placement = placement_for(loaded, graph)
+    print_nodes(console, loaded, graph)
+    print_placement(console, loaded, graph, placement)
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    _load(args)  # bad input fails here, before Prefect or any compute starts
+    loaded, graph = _load(args)  # bad input fails here, before Prefect or any compute starts
+    if loaded.spec.ray.enabled:
+        placement_for(loaded, graph)  # so does a placement that cannot fit
+    storage = open_storage(loaded.spec.storage)
+    storage.check()  # an unreachable bucket too
+    if args.resume and checkpoints.latest(storage, args.resume) is None:
+        raise InputError(
+            f"run {args.resume!r} under {storage.root} has no checkpoint to resume from",
+            path="--resume",
+        )
     # Prefect's console handler would repeat every log and traceback; the run's logs still
     # reach the Prefect API/UI. --verbose shows them here too.
     if not args.verbose:
@@ -74,10 +67,63 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     with RunProgress(console):
         try:
-            rldag_run(args.pipeline, list(args.overrides))
+            rldag_run(args.pipeline, list(args.overrides), resume=args.resume)
         except RunError as err:
             err_console.print(f"[red]run failed:[/red] {err}", highlight=False, soft_wrap=True)
             return 1
+        except Exception as err:  # a crash outside any node: say what, not a traceback
+            err_console.print(
+                f"[red]run failed:[/red] {type(err).__name__}: {err} (rerun with -v for details)",
+                highlight=False,
+            )
+            return 1
+    return 0
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    """Register the pipeline as a Prefect deployment (process work pool, or --serve)."""
+    loaded, _ = _load(args)
+    open_storage(loaded.spec.storage).check()
+    os.environ.setdefault("PREFECT_RUNNER_POLL_FREQUENCY", str(args.poll))
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.deploy import FLOW_NAME, build_deployment, deploy_to_pool, serve_deployment
+    from flows.pipeline_param import pipeline_parameter
+
+    if not PREFECT_API_URL.value():
+        message = "no Prefect server to deploy to: start one and set PREFECT_API_URL (README)"
+        raise InputError(message, path="PREFECT_API_URL")
+    name = args.name or loaded.spec.name
+    parameters = {
+        "pipeline": pipeline_parameter(args.pipeline, loaded, args.embed),
+        "overrides": [] if args.embed else list(args.overrides),
+    }
+    description = f"rldag pipeline {loaded.spec.name!r} from {Path(args.pipeline).resolve()}"
+    try:
+        deployment = build_deployment(name, parameters, Path.cwd(), description)
+    except ValueError as err:  # pydantic: a name Prefect does not accept
+        raise InputError(str(err).splitlines()[0], path="--name") from None
+    ref = f"{FLOW_NAME}/{name}"
+    if args.serve:
+        console.print(f"serving [bold]{ref}[/bold]; start a run: prefect deployment run {ref}")
+        serve_deployment(deployment, args.poll)
+        return 0
+    deployment_id = deploy_to_pool(deployment, args.pool)
+    console.print(f"deployment [bold]{ref}[/bold] ({deployment_id}) on pool {args.pool!r}")
+    console.print(f"start a worker: prefect worker start --pool {args.pool}", highlight=False)
+    console.print(f"start a run:    prefect deployment run {ref}", highlight=False)
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Show a stored run: row counts, metrics, or sample rows of one node's table."""
+    from rldag.stored_run import StoredRun, print_rows, print_run
+
+    run = StoredRun.open(args.run, args.storage, endpoint_url=args.endpoint_url)
+    if args.node:
+        print_rows(console, run, args.node, args.iter, args.rows, args.columns)
+    else:
+        print_run(console, run, args.metrics)
     return 0
 
 
@@ -122,7 +168,27 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("overrides", nargs="*", help="OmegaConf dotlist overrides: key=value")
         p.set_defaults(fn=fn)
         if name == "run":
+            p.add_argument("--resume", metavar="RUN_ID", help="continue a run from its checkpoint")
             p.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
+    dep = sub.add_parser("deploy", help="register the pipeline as a Prefect deployment")
+    dep.add_argument("pipeline", help="path to pipeline.yaml")
+    dep.add_argument("overrides", nargs="*", help="OmegaConf dotlist overrides: key=value")
+    dep.add_argument("--name", help="deployment name (default: the pipeline's name)")
+    dep.add_argument("--pool", default="rldag", help="process work pool (created if missing)")
+    dep.add_argument("--serve", action="store_true", help="execute runs in this process")
+    dep.add_argument("--embed", action="store_true", help="deploy the resolved YAML text")
+    dep.add_argument("--poll", type=float, default=2.0, help="--serve: seconds between polls")
+    dep.set_defaults(fn=cmd_deploy)
+    ins = sub.add_parser("inspect", help="show a stored run: rows, metrics, sample rows")
+    ins.add_argument("run", metavar="RUN", help="run id under --storage, or the run's URI")
+    ins.add_argument("--storage", default="file://./runs", help="storage root of run ids")
+    ins.add_argument("--endpoint-url", help="S3-compatible endpoint (default AWS_ENDPOINT_URL)")
+    ins.add_argument("--node", help="show sample rows of this node's table")
+    ins.add_argument("--iter", type=int, help="iteration of --node (default: the last)")
+    ins.add_argument("--rows", type=int, default=5, help="rows to show with --node")
+    ins.add_argument("--columns", default="", help="comma-separated columns to show")
+    ins.add_argument("--metrics", default="", help='metric keys to show, comma-separated, "all"')
+    ins.set_defaults(fn=cmd_inspect)
     box = sub.add_parser("sandbox", help="run one program in the sandbox; print the result JSON")
     box.add_argument("program", metavar="FILE.py")
     box.add_argument("--tests", help="tests file: assert source, JSON cases, MBPP/APPS shapes")

@@ -1,4 +1,5 @@
-"""Rich progress for `rldag run`: the run id, a bar over iterations, a line per iteration."""
+"""Rich progress for `rldag run`: the run id, a bar over iterations with the node running
+now and the last node's rows/s, and a line per finished iteration."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class RunProgress:
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             TextColumn("{task.fields[status]}"),
+            TextColumn("[cyan]{task.fields[node]}"),
             console=console,
         )
         self.task = None
@@ -38,7 +40,14 @@ class RunProgress:
         if event == "start":
             self.console.print(f"run id: [bold]{run.run_id}[/bold]  ({run.uri})")
             total = run.loaded.spec.iterations
-            self.task = self.progress.add_task("iterations", total=total, status="")
+            self.task = self.progress.add_task("iterations", total=total, status="", node="")
+        elif event == "node" and self.task is not None:
+            i, name = args
+            self.progress.update(self.task, node=f"iteration {i}: {name} …")
+        elif event == "node_done" and self.task is not None:
+            i, name, rows, seconds = args
+            rate = f"{rows / seconds:,.0f} rows/s" if seconds > 0 else "-"
+            self.progress.update(self.task, node=f"iteration {i}: {name} {rows} rows, {rate}")
         elif event == "iteration":
             i, metrics = args
             parts = [f"{k}={metrics[k]:.3g}" for k in SHOWN if k in metrics]

@@ -22,6 +22,7 @@ from rldag.dispatch import (
 )
 from rldag.errors import PlacementError
 from rldag.graph import Graph, Node
+from rldag.log_capture import replay
 from rldag.operator import NodeContext
 from rldag.pools import InProcessPools, NodeRunner
 from rldag.scheduler import Cluster, ClusterNode, Placement, WorkerGroup
@@ -122,9 +123,10 @@ class RayPools:
         ports = [p.name for p in node.op.table_ports if p.name in inputs]
         primary = ports[0] if ports else None
         if primary is None:
-            out, _, seconds = ray.get(
-                workers[0].run.remote(node, dict(inputs), ctx, None, None, 0, 0)
+            out, _, seconds, logs = ray.get(
+                workers[0].run.remote(node, dict(inputs), ctx, None, None, None)
             )
+            replay(logs)  # operator logs, into this task's run logs
             self.operator_seconds[node.name] = seconds
             return out
         table = inputs[primary]
@@ -144,10 +146,12 @@ class RayPools:
             for w, sel in zip(workers, selections, strict=False)
         ]
         results = ray.get(refs)
-        self.operator_seconds[node.name] = max(seconds for _, _, seconds in results)
+        for *_, logs in results:
+            replay(logs)  # operator logs, into this task's run logs
+        self.operator_seconds[node.name] = max(seconds for _, _, seconds, _ in results)
         outputs = [
             reattach(select_rows(table, sel), out) if only_added else out
-            for sel, (out, only_added, _) in zip(selections, results, strict=False)
+            for sel, (out, only_added, _, _) in zip(selections, results, strict=False)
         ]
         return outputs[0] if node.op.dispatch == "replicate" else join_tables(outputs)
 

@@ -1,8 +1,10 @@
-"""Run storage under a URI (local path, file://, s3:// via fsspec): resolved pipeline, one
-Parquet table per node per iteration, the metrics table and checkpoints.
+"""Run storage under a URI (local path, file://, s3:// via fsspec/s3fs): resolved pipeline,
+one Parquet table per node per iteration, the metrics table, the reward curve, checkpoints.
 
-Writes are atomic: a table is written to a temporary name and renamed into place, so a
-reader never sees a torn file.
+Writes are atomic: on disk a file is written to a temporary name and renamed into place; on
+S3 an object appears whole when its PUT (or multipart upload) completes. A reader never sees
+a torn file. S3 credentials come from the usual AWS variables (AWS_ACCESS_KEY_ID, ...,
+AWS_ENDPOINT_URL) or from `storage.endpoint_url` / `storage.options`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ import io
 import os
 import re
 import secrets
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +26,7 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from rldag.errors import InputError
+from rldag.spec import StorageSpec
 
 
 @dataclass(frozen=True)
@@ -48,16 +54,42 @@ def _normalise(uri: str) -> str:
     return uri.rstrip("/")
 
 
+def open_storage(spec: StorageSpec) -> Storage:
+    """The storage of a pipeline's `storage:` section."""
+    return Storage(spec.uri, endpoint_url=spec.endpoint_url, **spec.options)
+
+
 class Storage:
     """A storage root (``storage.uri``); paths below it are relative, '/'-separated."""
 
-    def __init__(self, uri: str, **storage_options: object) -> None:
+    def __init__(self, uri: str, endpoint_url: str | None = None, **options: object) -> None:
         self.root = _normalise(uri)
+        if endpoint_url:
+            if not self.root.startswith(("s3://", "s3a://")):
+                where = "storage.endpoint_url"
+                raise InputError("only s3:// storage takes an endpoint", path=where)
+            options["endpoint_url"] = endpoint_url
         try:
-            self.fs, self._base = fsspec.core.url_to_fs(self.root, **storage_options)
-        except (ImportError, ValueError) as err:
-            raise InputError(f"cannot open {uri!r}: {err}", path="storage.uri") from None
+            self.fs, self._base = fsspec.core.url_to_fs(self.root, **options)
+        except ImportError as err:
+            hint = "; install the s3 extra: pip install 'rldag[s3]'" if "s3" in str(err) else ""
+            raise InputError(f"cannot open {uri!r}: {err}{hint}", path="storage.uri") from None
+        except (TypeError, ValueError) as err:
+            raise InputError(f"cannot open {uri!r}: {err}", path="storage.options") from None
         self.local = isinstance(self.fs, LocalFileSystem)
+
+    def check(self) -> None:
+        """Fail with an InputError now, before a run starts, if an object store's bucket
+        cannot be reached (missing bucket, wrong endpoint, no credentials)."""
+        if self.local:
+            return
+        bucket = self._base.split("/", 1)[0]
+        try:
+            found = self.fs.exists(bucket)
+        except Exception as err:  # botocore/aiohttp errors vary by cause
+            raise InputError(f"cannot reach {self.root!r}: {err}", path="storage.uri") from None
+        if not found:
+            raise InputError(f"bucket {bucket!r} does not exist", path="storage.uri")
 
     def uri(self, rel: str) -> str:
         """The full URI of a relative path."""
@@ -69,10 +101,10 @@ class Storage:
     def _write_bytes(self, rel: str, data: bytes) -> None:
         path = self._path(rel)
         parent = path.rsplit("/", 1)[0]
-        self.fs.makedirs(parent, exist_ok=True)
         if not self.local:
-            self.fs.pipe_file(path, data)  # an object store PUT is atomic
+            self.fs.pipe_file(path, data)  # a PUT (or multipart upload) appears whole
             return
+        self.fs.makedirs(parent, exist_ok=True)
         tmp = f"{parent}/.tmp-{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
         try:
             with open(tmp, "wb") as f:
@@ -93,8 +125,11 @@ class Storage:
         return TableHandle(self.uri(rel), table.num_rows, len(data), tuple(table.column_names))
 
     def read_table(self, rel: str) -> pa.Table:
-        """Read the Parquet table at `rel`."""
-        with self.fs.open(self._path(rel), "rb") as f:
+        """Read the Parquet table at `rel`. From an object store it is one GET of the whole
+        object, so a concurrent rewrite yields the old or the new table, never a mix."""
+        if not self.local:
+            return pq.read_table(pa.BufferReader(self.read_bytes(rel)))
+        with self.fs.open(self._path(rel), "rb") as f:  # an open file keeps its inode
             return pq.read_table(f)
 
     def write_text(self, rel: str, text: str) -> str:
@@ -103,10 +138,56 @@ class Storage:
         return self.uri(rel)
 
     def read_text(self, rel: str) -> str:
-        with self.fs.open(self._path(rel), "rb") as f:
-            return f.read().decode()
+        """Read a text file."""
+        return self.read_bytes(rel).decode()
+
+    def write_bytes(self, rel: str, data: bytes) -> str:
+        """Write a binary file (an image, a checkpoint shard) atomically; return its URI."""
+        self._write_bytes(rel, data)
+        return self.uri(rel)
+
+    def read_bytes(self, rel: str) -> bytes:
+        """Read a binary file (one GET from an object store)."""
+        return self.fs.cat_file(self._path(rel))
+
+    def table_rows(self, rel: str) -> int:
+        """The row count of the Parquet table at `rel`, from its footer (no data read)."""
+        for attempt in range(3):
+            try:
+                with self.fs.open(self._path(rel), "rb") as f:
+                    return pq.ParquetFile(f).metadata.num_rows
+            except Exception:  # an object replaced between its HEAD and range reads
+                if self.local or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def local_dir(self, rel: str) -> Iterator[str]:
+        """A local directory for a writer that only knows paths (checkpoints, HF exports):
+        on disk `rel` itself; on an object store a temporary directory that is uploaded to
+        `rel` when the block ends without error."""
+        if self.local:
+            path = self._path(rel)
+            os.makedirs(path, exist_ok=True)
+            yield path
+            return
+        with tempfile.TemporaryDirectory(prefix="rldag-upload-") as tmp:
+            yield tmp
+            self.fs.put(f"{tmp}/", self._path(rel), recursive=True)
+
+    @contextmanager
+    def fetch_dir(self, rel: str) -> Iterator[str]:
+        """A local directory holding the files under `rel` (downloaded from an object store
+        into a temporary directory, removed when the block ends)."""
+        if self.local:
+            yield self._path(rel)
+            return
+        with tempfile.TemporaryDirectory(prefix="rldag-download-") as tmp:
+            self.fs.get(f"{self._path(rel)}/", f"{tmp}/", recursive=True)
+            yield tmp
 
     def exists(self, rel: str) -> bool:
+        """Whether a file or directory exists at `rel`."""
         return self.fs.exists(self._path(rel))
 
     def list(self, rel: str) -> list[str]:

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from rldag.dispatch import added_columns, select_rows
 from rldag.graph import Node
+from rldag.log_capture import CapturedLogs
 from rldag.operator import NodeContext, OperatorInstance
 from rldag.weights import from_wire, to_wire
 
@@ -68,6 +69,21 @@ class PoolWorker:
         return self._instances[node.name]
 
     def run(
+        self,
+        node: Node,
+        inputs: Mapping[str, pa.Table],
+        ctx: NodeContext,
+        primary: str | None,
+        table: pa.Table | None,
+        selection: tuple[int, int] | np.ndarray | None,
+    ) -> tuple[pa.Table, bool, float, list[dict[str, object]]]:
+        """`_run`, plus the records the operator logged to `rldag.*` (the driver replays them
+        into the node's task run logs)."""
+        with CapturedLogs() as logs:
+            output, only_added, seconds = self._run(node, inputs, ctx, primary, table, selection)
+        return output, only_added, seconds, logs.records
+
+    def _run(
         self,
         node: Node,
         inputs: Mapping[str, pa.Table],

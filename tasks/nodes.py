@@ -5,7 +5,7 @@ Tasks pass only handles (URI, rows, bytes); the tables stay with the run's pools
 
 from __future__ import annotations
 
-from prefect import Task, task
+from prefect import Task, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from rldag.graph import Node
@@ -30,7 +30,10 @@ def run_node(
     run_id: str, iteration: int, node: str, upstream: dict[str, TableHandle | None]
 ) -> TableHandle:
     """Execute one node of one iteration; `upstream` only orders and links the graph."""
-    return get_run(run_id).execute_node(iteration, node)
+    handle = get_run(run_id).execute_node(iteration, node)
+    where = handle.uri or "not persisted"
+    get_run_logger().info("%d rows, %d bytes -> %s", handle.rows, handle.bytes, where)
+    return handle
 
 
 _TASKS: dict[NodeKind, Task] = {

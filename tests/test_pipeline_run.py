@@ -72,7 +72,9 @@ def test_model_free_pipeline_under_prefect(prefect_api, write_yaml, dataset, tmp
         assert len(tables) == 1 and "reward/mean" in str(tables[0].data)
 
 
-def test_grpo_pipeline_two_iterations_advances_the_policy(prefect_api, tiny_task, tmp_path):
+def test_grpo_pipeline_two_iterations_advances_the_policy(
+    prefect_api, ray_local, tiny_task, tmp_path
+):
     root = Path(__file__).resolve().parents[1]
     overrides = [
         "iterations=2",

@@ -123,20 +123,18 @@ def test_bad_colocate_sets(write_yaml, dataset):
         assert message in info.value.message and info.value.path.startswith("pools.colocate")
 
 
-def test_operator_worker_limit(tiny_task):
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    base = [
-        f"model.path={tiny_task / 'model'}",
-        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
-    ]
-    loaded = load_pipeline(
-        root / "pipeline.yaml", base + ["pools.colocate=[]", "pools.training.workers=2"]
-    )
+def test_operator_worker_limit(write_yaml, dataset):
+    doc = scoring_pipeline(dataset, pools={"colocate": [], "rollout": {"workers": 2}})
+    doc["nodes"]["solo"] = {
+        "kind": "transform",
+        "op": "tests.user_code:SINGLE_WORKER",
+        "pool": "rollout",
+        "inputs": {"rows": "prompts"},
+    }
+    loaded = load_pipeline(write_yaml(doc))
     with pytest.raises(PlacementError) as info:
         plan_placement(loaded.spec, build_graph(loaded), ONE_BOX)
-    assert info.value.path == "pools.training.workers" and "at most 1" in info.value.message
+    assert info.value.path == "pools.rollout.workers" and "at most 1" in info.value.message
 
 
 def test_environment_pool_bounds_sandbox_concurrency(write_yaml, dataset):

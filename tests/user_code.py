@@ -91,3 +91,13 @@ WORKER_INFO = OperatorDef(
     ),
     stateful=True,
 )
+
+
+SINGLE_WORKER = OperatorDef(
+    name="single_worker",
+    kind=NodeKind.transform,
+    factory=_worker_info,
+    ports=(Port("rows"),),
+    adds=WORKER_INFO.adds,
+    max_workers=1,
+)

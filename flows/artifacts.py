@@ -1,0 +1,67 @@
+"""The Prefect artifacts of a run: a live progress bar, per-iteration metrics and sample
+rollouts, and the reward curve (stored with the run as a PNG and shown inline in the UI).
+
+Thin: the content comes from `rldag.report`; this module only publishes it.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+
+from rldag.report import markdown_image, reward_curve_png, rollouts_markdown, sample_rollouts
+from rldag.run import Run
+
+REWARD_CURVE = "reward_curve.png"  # stored as <run_id>/reward_curve.png
+
+
+def start_progress(run: Run) -> UUID:
+    """A progress artifact on the run's flow: 0 % of its iterations done."""
+    return create_progress_artifact(
+        progress=0.0, description=f"Iterations done of run {run.run_id} ({run.uri})"
+    )
+
+
+def update_progress(artifact_id: UUID, run: Run, done: int) -> None:
+    """Set the progress artifact to `done` of the run's iterations."""
+    total = run.loaded.spec.iterations
+    update_progress_artifact(
+        artifact_id, 100.0 * done / total, description=f"{done}/{total} iterations of {run.run_id}"
+    )
+
+
+def publish_iteration(run: Run, iteration: int, metrics: dict[str, float], rollouts: list) -> None:
+    """The iteration's metrics table and a few of its rollouts, on its subflow."""
+    create_table_artifact(
+        table=[{"metric": k, "value": round(v, 6)} for k, v in metrics.items()],
+        description=f"Metrics of iteration {iteration} of run {run.run_id}",
+    )
+    create_markdown_artifact(
+        markdown=rollouts_markdown(rollouts, iteration),
+        description=f"Sample rollouts of iteration {iteration} of run {run.run_id}",
+    )
+
+
+def iteration_rollouts(run: Run, iteration: int) -> list:
+    """A few rollouts of the iteration in flight (call before its tables are freed)."""
+    tables = {name: run.table(iteration, name) for name in run.graph.order}
+    return sample_rollouts(run.graph, tables)
+
+
+def publish_reward_curve(run: Run) -> str | None:
+    """Render the reward curve, store it with the run, show it on the run's flow; its URI."""
+    if not run.metrics:
+        return None
+    png = reward_curve_png(run.metrics, f"{run.loaded.spec.name} · {run.run_id}")
+    uri = run.storage.write_bytes(f"{run.run_id}/{REWARD_CURVE}", png)
+    create_markdown_artifact(
+        markdown=f"# Reward curve\n\n{markdown_image(png, 'reward curve')}\n\nStored at `{uri}`",
+        description=f"Reward per iteration of run {run.run_id}",
+    )
+    return uri
