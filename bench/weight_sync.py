@@ -74,13 +74,7 @@ def rldag_sync_seconds(
         overrides.append("pools.colocate=[]")
     loaded = load_pipeline(ROOT / "pipeline.yaml", overrides)
     run = Run.start(loaded, build_graph(loaded))
-    try:
-        for i in range(iterations):
-            for name in run.graph.order:
-                run.execute_node(i, name)
-            run.finish_iteration(i, 0.0)
-    finally:
-        run.close()
+    run.run_inline(iterations)
     metrics = pq.read_table(Path(run.uri) / "metrics.parquet").to_pylist()
     return statistics.median(m["timing_s/weight_sync"] for m in metrics[1:])
 

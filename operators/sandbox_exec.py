@@ -12,19 +12,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from operators.sandbox.spec import ExecResult
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import columns
 from rldag.spec import NodeKind, check_choice, check_positive
-
-SANDBOX_COLUMNS = (
-    "exec_status",
-    "exit_code",
-    "stdout",
-    "stderr",
-    "tests_passed",
-    "tests_total",
-    "exec_seconds",
-)
 
 
 @dataclass
@@ -74,7 +65,7 @@ class SandboxExecutor:
             for response, spec in zip(table["response"].to_pylist(), tests, strict=True)
         ]
         rows = [result.row() for result in self.sandbox.run_many(jobs)]
-        for column in columns(*SANDBOX_COLUMNS):
+        for column in columns(*ExecResult.COLUMNS):
             values = [row[column.name] for row in rows]
             table = table.append_column(column.name, pa.array(values, column.type))
         return table
@@ -88,7 +79,7 @@ SANDBOX_PYTHON = OperatorDef(
     kind=NodeKind.sandbox,
     factory=SandboxExecutor,
     ports=(Port("rollouts", columns("response")),),
-    adds=columns(*SANDBOX_COLUMNS),
+    adds=columns(*ExecResult.COLUMNS),
     params=SandboxParams,
     stateful=True,
     description="Run each response's program with its tests in the isolated sandbox.",

@@ -144,6 +144,19 @@ class Run:
                 self._tables.pop((iteration, n), None)
         return row
 
+    def run_inline(self, iterations: int | None = None) -> None:
+        """Run iterations 0.. in this thread, node by node in order, without an orchestrator
+        (debugging, tests, benchmarks); closes the run at the end."""
+        count = self.loaded.spec.iterations if iterations is None else iterations
+        try:
+            for i in range(count):
+                start = time.perf_counter()
+                for name in self.graph.order:
+                    self.execute_node(i, name)
+                self.finish_iteration(i, time.perf_counter() - start)
+        finally:
+            self.close()
+
     def close(self) -> None:
         """Release the pools and forget the run."""
         self.runner.close()

@@ -77,35 +77,22 @@ class PoolWorker:
         table: pa.Table | None,
         selection: tuple[int, int] | np.ndarray | None,
     ) -> tuple[pa.Table, bool, float, list[dict[str, object]]]:
-        """`_run`, plus the records the operator logged to `rldag.*` (the driver replays them
-        into the node's task run logs)."""
-        with CapturedLogs() as logs:
-            output, only_added, seconds = self._run(node, inputs, ctx, primary, table, selection)
-        return output, only_added, seconds, logs.records
-
-    def _run(
-        self,
-        node: Node,
-        inputs: Mapping[str, pa.Table],
-        ctx: NodeContext,
-        primary: str | None,
-        table: pa.Table | None,
-        selection: tuple[int, int] | np.ndarray | None,
-    ) -> tuple[pa.Table, bool, float]:
         """Run the node on its selected rows of the `primary` input `table` (resolved by Ray
-        from one shared object). Returns (table, only_added, operator seconds): when the
-        output is those rows plus new columns, only the new columns travel back."""
+        from one shared object). Returns (table, only_added, operator seconds, log records):
+        when the output is those rows plus new columns, only the new columns travel back;
+        what the operator logged to `rldag.*` is replayed by the driver into the task run."""
         ctx = replace(ctx, rank=self.rank, world_size=self.world_size)
-        begin = time.perf_counter()
-        if primary is None:
-            return self._instance(node)(inputs, ctx), False, time.perf_counter() - begin
-        rows = select_rows(table, selection)
-        output = self._instance(node)({**inputs, primary: rows}, ctx)
-        seconds = time.perf_counter() - begin
-        added = added_columns(rows, output)
+        rows = None if primary is None else select_rows(table, selection)
+        with CapturedLogs() as logs:
+            begin = time.perf_counter()
+            output = self._instance(node)(
+                inputs if rows is None else {**inputs, primary: rows}, ctx
+            )
+            seconds = time.perf_counter() - begin
+        added = None if rows is None else added_columns(rows, output)
         if added is not None:
-            return output.select(added), True, seconds
-        return output, False, seconds
+            return output.select(added), True, seconds, logs.records
+        return output, False, seconds, logs.records
 
     def policy_version(self, node: Node) -> int:
         return getattr(self._instance(node), "policy_version", 0)

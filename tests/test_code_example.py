@@ -19,7 +19,7 @@ from rldag.spec import load_pipeline
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "code_sandbox.yaml"
 ITERATIONS = 2
-SANDBOX_COLUMNS = (
+SANDBOX_COLUMNS = (  # DESIGN.md's sandbox columns
     "exec_status",
     "exit_code",
     "stdout",
@@ -51,13 +51,7 @@ def test_code_sandbox_example_runs_and_scores_by_pass_rate(
     graph = build_graph(loaded)
     assert graph.nodes["execute"].pool.value == "environment"
     run = Run.start(loaded, graph)
-    try:
-        for i in range(ITERATIONS):
-            for name in graph.order:
-                run.execute_node(i, name)
-            run.finish_iteration(i, 0.0)
-    finally:
-        run.close()
+    run.run_inline(ITERATIONS)
     root = Path(run.uri)
     tokenizer_dir = code_task / "model"
     from transformers import AutoTokenizer

@@ -26,13 +26,7 @@ def test_default_pipeline_learns_addition(ray_local, tiny_task, tmp_path):
         ],
     )
     run = Run.start(loaded, build_graph(loaded))
-    try:
-        for i in range(loaded.spec.iterations):
-            for name in run.graph.order:
-                run.execute_node(i, name)
-            run.finish_iteration(i, 0.0)
-    finally:
-        run.close()
+    run.run_inline()
     rewards = pq.read_table(Path(run.uri) / "metrics.parquet")["reward/mean"].to_pylist()
     first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
     assert first <= 0.3, rewards

@@ -26,13 +26,7 @@ PROBE = [
 def _run(overrides: list[str], iterations: int) -> Run:
     loaded = load_pipeline(ROOT / "pipeline.yaml", overrides)
     run = Run.start(loaded, build_graph(loaded))
-    try:
-        for i in range(iterations):
-            for name in run.graph.order:
-                run.execute_node(i, name)
-            run.finish_iteration(i, 0.0)
-    finally:
-        run.close()
+    run.run_inline(iterations)
     return run
 
 

@@ -48,13 +48,7 @@ def test_reference_kl_and_decoupled_ppo(tiny_task, tmp_path):
     graph = build_graph(loaded)
     assert graph.nodes["ref"].pool.value == "training"  # the operator's pool
     run = Run.start(loaded, graph)
-    try:
-        for i in range(2):
-            for name in graph.order:
-                run.execute_node(i, name)
-            run.finish_iteration(i, 0.0)
-    finally:
-        run.close()
+    run.run_inline(2)
     it0 = pq.read_table(Path(run.uri) / "iter=0" / "klr.parquet")
     for behav, ref in zip(
         it0["response_logprobs"].to_pylist(), it0["ref_logprobs"].to_pylist(), strict=True

@@ -29,9 +29,6 @@ from operators.tiny_task.params import TinyTaskParams
 BUILDER = "operators.tiny_task"
 BUILDER_VERSION = 1
 STAMP_FILE = "build.json"
-MODEL_DIR = "model"
-TRAIN_FILE = "train.parquet"
-TEST_FILE = "test.parquet"
 
 TaskParams = TinyTaskParams | CodeTaskParams
 TASKS: dict[str, type[TinyTaskParams] | type[CodeTaskParams]] = {
@@ -73,57 +70,10 @@ def is_built(out: Path, params: TaskParams | None = None) -> bool:
 def _build_into(root: Path, params: TaskParams) -> dict[str, Any]:
     """Writes every artefact of ``params``' task into the empty directory ``root``; returns the
     stamp."""
-    if isinstance(params, CodeTaskParams):
-        from operators.tiny_task.coding.build import build_code_into
+    from operators.tiny_task.recipe import addition_recipe, build_task_into, code_recipe
 
-        return {**cache_key(params), **build_code_into(root, params)}
-    return _build_addition_into(root, params)
-
-
-def _build_addition_into(root: Path, params: TinyTaskParams) -> dict[str, Any]:
-    """Writes the addition task's artefacts into the empty directory ``root``; returns the
-    stamp."""
-    import tokenizers
-    import torch
-    import transformers
-
-    from operators.tiny_task.dataset import write_split
-    from operators.tiny_task.evaluate import evaluate_policy
-    from operators.tiny_task.model import build_model
-    from operators.tiny_task.problems import all_problems, corpus_lines
-    from operators.tiny_task.tokenizer import train_tokenizer
-    from operators.tiny_task.warmup import single_thread, warm_up
-
-    problems = all_problems()
-    tokenizer = train_tokenizer(corpus_lines())
-    model = build_model(params.model, tokenizer)
-    losses = warm_up(model, tokenizer, problems, params.warmup)
-    with single_thread():
-        metrics = evaluate_policy(
-            model,
-            tokenizer,
-            problems,
-            samples_per_problem=params.eval.samples_per_problem,
-            temperature=params.eval.temperature,
-            max_new_tokens=params.eval.max_new_tokens,
-            seed=params.eval.seed,
-        )
-    model_dir = root / MODEL_DIR
-    model.save_pretrained(model_dir)
-    tokenizer.save_pretrained(model_dir)
-    write_split(root / TRAIN_FILE, problems, "train")
-    write_split(root / TEST_FILE, problems, "test")
-    return {
-        **cache_key(params),
-        "warmup": {"first_loss": losses[0], "final_loss": losses[-1], **metrics},
-        "vocab_size": len(tokenizer),
-        "num_parameters": sum(p.numel() for p in model.parameters()),
-        "libraries": {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "tokenizers": tokenizers.__version__,
-        },
-    }
+    recipe = code_recipe() if isinstance(params, CodeTaskParams) else addition_recipe()
+    return {**cache_key(params), **build_task_into(root, params, recipe)}
 
 
 def _move_into_place(tmp: Path, out: Path) -> None:
