@@ -11,8 +11,10 @@ import json
 
 from rldag.errors import InputError
 from rldag.graph import Graph, Node
+from rldag.pools import InProcessPools
 from rldag.run import Run
-from rldag.storage import Storage
+from rldag.spec import LoadedPipeline
+from rldag.storage import Storage, open_storage
 
 LATEST = "checkpoints/latest.json"
 
@@ -79,3 +81,17 @@ def export_policy(run: Run) -> list[str]:
             run.runner.call(node, "export_hf", path)
         out.append(run.storage.uri(rel))
     return out
+
+
+def export_checkpoint(loaded: LoadedPipeline, graph: Graph, run_id: str) -> list[str]:
+    """On demand: load a run's last checkpoint in this process and export its policy as a
+    Hugging Face directory (`<run>/hf/<node>/`), without touching anything else."""
+    storage = open_storage(loaded.spec.storage)
+    if latest(storage, run_id) is None:
+        raise InputError(f"run {run_id!r} under {storage.root} has no checkpoint", path="RUN")
+    run = Run(loaded, graph, storage, run_id, InProcessPools())
+    try:
+        resume(run)
+        return export_policy(run)
+    finally:
+        run.runner.close()

@@ -155,6 +155,14 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export a run's last checkpointed policy as a Hugging Face directory."""
+    loaded, graph = _load(args)
+    for path in checkpoints.export_checkpoint(loaded, graph, args.run):
+        console.print(f"exported {path}", highlight=False)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rldag", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -170,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "run":
             p.add_argument("--resume", metavar="RUN_ID", help="continue a run from its checkpoint")
             p.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
+    exp = sub.add_parser("export", help="export a run's last checkpoint as an HF directory")
+    exp.add_argument("pipeline", help="the run's pipeline.yaml (for storage and nodes)")
+    exp.add_argument("run", metavar="RUN", help="run id under the pipeline's storage")
+    exp.add_argument("overrides", nargs="*", help="OmegaConf dotlist overrides: key=value")
+    exp.set_defaults(fn=cmd_export)
     dep = sub.add_parser("deploy", help="register the pipeline as a Prefect deployment")
     dep.add_argument("pipeline", help="path to pipeline.yaml")
     dep.add_argument("overrides", nargs="*", help="OmegaConf dotlist overrides: key=value")

@@ -98,6 +98,17 @@ def test_killed_run_resumes_identically(tiny_task, tmp_path):
     changed = [k for k, v in exported.state_dict().items() if not v.equal(initial.state_dict()[k])]
     assert changed  # the trained policy, not the initial one
 
+    # On demand: export the last checkpoint again; it is the policy the run ended with.
+    import shutil
+
+    from rldag.cli import main
+
+    shutil.rmtree(run_dir / "hf")
+    overrides = _overrides(tiny_task, killed_dir)
+    assert main(["export", str(ROOT / "pipeline.yaml"), run_id, *overrides]) == 0
+    again = AutoModelForCausalLM.from_pretrained(run_dir / "hf" / "train").state_dict()
+    assert all(v.equal(again[k]) for k, v in exported.state_dict().items())
+
 
 def test_resume_without_a_checkpoint_is_bad_input(tiny_task, tmp_path):
     result = subprocess.run(
