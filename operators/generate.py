@@ -1,12 +1,17 @@
-"""`torch_engine` generate operator: n samples per prompt from the torch rollout engine.
+"""`torch_engine` generate operator: n samples per prompt from the rollout pool.
 
-Expands each prompt row into its n samples (grouped, in order) and adds the generate columns
-of the vocabulary. It holds a copy of the policy that the weights edge updates in memory.
+Expands each prompt row into its n samples (grouped, in order) and adds the generate columns of
+the vocabulary. ``engine`` picks where sampling runs: ``torch`` in this process (the policy copy
+is updated in memory along the weights edge: the colocated case), ``server`` on N local rldag
+rollout servers, ``sglang`` on N SGLang servers (both behind ``RolloutService``: the weights
+edge writes a checkpoint directory and calls ``/update_weights_from_disk``). Every row's
+``policy_version`` is the version of the weights that generated it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +20,9 @@ from omegaconf import MISSING
 from rldag.errors import SpecError
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import columns
-from rldag.spec import NodeKind, check_positive
+from rldag.spec import NodeKind, check_choice, check_positive
+
+ENGINES = ("torch", "server", "sglang")
 
 
 @dataclass
@@ -30,36 +37,100 @@ class GenerateParams:
     max_new_tokens: int = 16
     stop: list[str] = field(default_factory=list)  # stop strings
     stop_token_ids: list[int] = field(default_factory=list)  # in addition to EOS
-    max_batch_size: int = 256  # sequences decoded together
+    ignore_eos: bool = False  # decode past eos up to max_new_tokens (benchmarks)
+    max_batch_size: int = 256  # sequences decoded together (per engine / server)
     device: str = "cpu"
+    engine: str = "torch"  # torch (in process) | server (rldag servers) | sglang
+    servers: int = 2  # rollout servers to start for engine server | sglang
+    server_urls: list[str] = field(default_factory=list)  # use running servers instead
+    server_threads: int = 1  # torch threads per rldag rollout server
+    weights_dir: str = ""  # where policy versions are written for servers ("" = a temp dir)
+    request_timeout_s: float = 600.0  # per /generate request, then it is re-sent elsewhere
+    sglang_args: list[str] = field(default_factory=list)  # extra sglang.launch_server flags
 
     def __post_init__(self) -> None:
         check_positive("n", self.n)
         check_positive("max_new_tokens", self.max_new_tokens)
         check_positive("temperature", self.temperature, allow_zero=True)
+        check_positive("servers", self.servers)
+        check_positive("server_threads", self.server_threads)
+        check_choice("engine", self.engine, ENGINES)
         if not 0 < self.top_p <= 1:
             raise SpecError(f"must be in (0, 1], got {self.top_p}", path="top_p")
 
 
+def rollout_table(
+    prompts: pa.Table, prompt_ids: list[list[int]], groups: list[list[Any]], versions: list[int]
+) -> pa.Table:
+    """``prompts`` with each row repeated per sample and the generate columns appended."""
+    counts = [len(g) for g in groups]
+    done = [c for group in groups for c in group]
+    table = prompts.take(np.repeat(np.arange(prompts.num_rows), counts))
+    ids = pa.list_(pa.int32())
+    new = {
+        "sample_idx": pa.array([j for k in counts for j in range(k)], pa.int32()),
+        "response": pa.array([c.text for c in done], pa.string()),
+        "prompt_ids": pa.array(
+            [p for p, k in zip(prompt_ids, counts, strict=True) for _ in range(k)], ids
+        ),
+        "response_ids": pa.array([c.token_ids for c in done], ids),
+        "response_logprobs": pa.array([c.logprobs for c in done], pa.list_(pa.float32())),
+        "finish_reason": pa.array([c.finish_reason for c in done], pa.string()),
+        "policy_version": pa.array(
+            [v for v, k in zip(versions, counts, strict=True) for _ in range(k)], pa.int64()
+        ),
+    }
+    for name, values in new.items():
+        table = table.append_column(name, values)
+    return table
+
+
 class TorchGenerate:
-    """Owns a TorchEngine; tokenises prompts, samples, and builds the rollout table."""
+    """Tokenises prompts, samples on the chosen engine, and builds the rollout table."""
 
     def __init__(self, params: GenerateParams) -> None:
-        from operators.rollout.torch_engine import TorchEngine
-
         self.p = params
-        self.engine = TorchEngine.from_pretrained(
-            params.model_path, device=params.device, max_batch_size=params.max_batch_size
-        )
-        self.tokenizer = self.engine.tokenizer
         self.policy_version = 0
+        self.engine = self.service = None
+        if params.engine == "torch":
+            from operators.rollout.torch_engine import TorchEngine
+
+            self.engine = TorchEngine.from_pretrained(
+                params.model_path, device=params.device, max_batch_size=params.max_batch_size
+            )
+            self.tokenizer = self.engine.tokenizer
+        else:
+            from transformers import AutoTokenizer
+
+            from operators.rollout.service import RolloutService
+
+            self.tokenizer = AutoTokenizer.from_pretrained(params.model_path)
+            self.service = RolloutService(
+                params.model_path,
+                engine=params.engine,
+                servers=params.servers,
+                server_urls=params.server_urls,
+                threads=params.server_threads,
+                max_batch_size=params.max_batch_size,
+                weights_dir=params.weights_dir,
+                timeout_s=params.request_timeout_s,
+                sglang_args=tuple(params.sglang_args),
+            )
 
     def export_weights(self) -> dict:
-        return self.engine.state_dict()
+        return self.engine.state_dict() if self.engine is not None else self.service.weights()
 
-    def load_weights(self, weights: dict, version: int) -> None:
-        self.engine.load_state_dict(weights)
+    def load_weights(self, weights: dict | str, version: int) -> None:
+        """In process: copy the tensors; servers: push a checkpoint (or a checkpoint dir)."""
+        if self.engine is not None:
+            self.engine.load_state_dict(weights)
+        else:
+            self.service.push(weights, version)
         self.policy_version = version
+
+    def close(self) -> None:
+        if self.service is not None:
+            self.service.close()
 
     def _encode(self, prompt: str | list[dict]) -> list[int]:
         if isinstance(prompt, str):
@@ -71,6 +142,7 @@ class TorchGenerate:
 
         prompts = inputs["prompts"]
         prompt_ids = [self._encode(p) for p in prompts["prompt"].to_pylist()]
+        seeds = np.random.SeedSequence([ctx.seed, ctx.iteration]).generate_state(2, np.uint64)
         params = SamplingParams(
             n=self.p.n,
             temperature=self.p.temperature,
@@ -79,25 +151,21 @@ class TorchGenerate:
             max_new_tokens=self.p.max_new_tokens,
             stop=tuple(self.p.stop),
             stop_token_ids=tuple(self.p.stop_token_ids),
-            seed=int(np.random.SeedSequence([ctx.seed, ctx.iteration]).generate_state(1)[0]),
+            ignore_eos=self.p.ignore_eos,
+            seed=int(seeds[0] >> np.uint64(1)),
         )
-        groups = self.engine.generate(prompt_ids, params)
-        done = [c for group in groups for c in group]
-        n, rows = self.p.n, prompts.num_rows
-        table = prompts.take(np.repeat(np.arange(rows), n))
-        ids = pa.list_(pa.int32())
-        new = {
-            "sample_idx": pa.array(np.tile(np.arange(n), rows), pa.int32()),
-            "response": pa.array([c.text for c in done], pa.string()),
-            "prompt_ids": pa.array([p for p in prompt_ids for _ in range(n)], ids),
-            "response_ids": pa.array([c.token_ids for c in done], ids),
-            "response_logprobs": pa.array([c.logprobs for c in done], pa.list_(pa.float32())),
-            "finish_reason": pa.array([c.finish_reason for c in done], pa.string()),
-            "policy_version": pa.array([self.policy_version] * len(done), pa.int64()),
-        }
-        for name, values in new.items():
-            table = table.append_column(name, values)
-        return table
+        if self.engine is not None:
+            groups = self.engine.generate(prompt_ids, params)
+            versions = [self.policy_version] * len(groups)
+        else:
+            base = int(seeds[1] >> np.uint64(1))
+            group_seeds = [
+                (base + i * 0x9E3779B97F4A7C15) % (1 << 63) for i in range(len(prompt_ids))
+            ]
+            answers = self.service.generate(prompt_ids, params, group_seeds)
+            groups = [completions for completions, _ in answers]
+            versions = [version for _, version in answers]
+        return rollout_table(prompts, prompt_ids, groups, versions)
 
 
 TORCH_ENGINE = OperatorDef(
@@ -119,5 +187,5 @@ TORCH_ENGINE = OperatorDef(
     ),
     params=GenerateParams,
     stateful=True,
-    description="Sampling with the torch engine over an HF causal LM (n per prompt, logprobs).",
+    description="Sampling n per prompt with logprobs: in process (torch) or on rollout servers.",
 )

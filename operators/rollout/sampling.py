@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Completion", "SamplingParams", "filter_logits", "select_next_tokens"]
+__all__ = ["Completion", "SamplingParams", "filter_logits", "sample_rows"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class SamplingParams:
     stop: tuple[str, ...] = ()  # stop strings (need a tokenizer)
     stop_token_ids: tuple[int, ...] = ()  # in addition to the eos token(s)
     seed: int | None = None
+    ignore_eos: bool = False  # keep decoding past eos (stop_token_ids still stop)
 
     def __post_init__(self) -> None:
         # Accept lists (e.g. from YAML) or a single string and store tuples so params stay hashable.
@@ -58,44 +59,64 @@ class Completion:
 
     token_ids: list[int]  # generated tokens; includes the eos/stop token that ended it
     logprobs: list[float]  # log-prob of each sampled token, same length as token_ids
-    finish_reason: str  # "stop" or "length"
+    finish_reason: str  # "stop", "length" or "abort"
     text: str | None = None  # decoded response (None without tokenizer); stop string cut off
+    matched: int | str | None = None  # the stop token id or stop string that ended it
 
 
-def filter_logits(scaled: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """Mask (to -inf) logits outside the top-k set and outside the top-p nucleus.
+def filter_logits(scaled: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Mask (to -inf) logits outside each row's top-k set, then outside its top-p nucleus.
 
-    ``scaled`` is ``(batch, vocab)`` temperature-scaled logits. The nucleus is the smallest set of
-    most likely tokens whose probability mass reaches ``top_p``; the top token is always kept.
+    ``scaled`` is ``(rows, vocab)`` temperature-scaled logits; ``top_k`` (int64, <= 0 = off) and
+    ``top_p`` (float, 1 = off) hold one value per row. The nucleus is the smallest set of most
+    likely tokens (after top-k) whose mass reaches ``top_p``; the top token is always kept.
     """
     vocab = scaled.shape[-1]
-    if 0 < top_k < vocab:
-        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(scaled, dim=-1, descending=True)
-        probs = sorted_logits.softmax(dim=-1)
-        mass_before = probs.cumsum(dim=-1) - probs
-        sorted_logits = sorted_logits.masked_fill(mass_before >= top_p, float("-inf"))
-        scaled = torch.full_like(scaled, float("-inf")).scatter(-1, order, sorted_logits)
-    return scaled
+    use_k = (top_k > 0) & (top_k < vocab)
+    use_p = top_p < 1.0
+    if not bool((use_k | use_p).any()):
+        return scaled
+    ordered, order = torch.sort(scaled, dim=-1, descending=True)
+    ranks = torch.arange(vocab, device=scaled.device).unsqueeze(0)
+    drop = use_k.unsqueeze(-1) & (ranks >= top_k.unsqueeze(-1))
+    ordered = ordered.masked_fill(drop, float("-inf"))
+    probs = ordered.softmax(dim=-1)
+    mass_before = probs.cumsum(dim=-1) - probs
+    drop = use_p.unsqueeze(-1) & (mass_before >= top_p.unsqueeze(-1))
+    ordered = ordered.masked_fill(drop, float("-inf"))
+    return torch.full_like(scaled, float("-inf")).scatter(-1, order, ordered)
 
 
-def select_next_tokens(
-    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+def sample_rows(
+    logits: torch.Tensor,
+    temperature: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    u: torch.Tensor,
+    *,
+    filtering: bool = True,
+    sampling: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pick one token per row of ``logits`` ``(batch, vocab)``; return ``(tokens, logprobs)``.
+    """Pick one token per row of ``logits`` ``(rows, vocab)``; return ``(tokens, logprobs)``.
 
-    Sampling draws from ``generator`` (on the logits' device) so a seeded generator makes the
-    result reproducible. Log-probs ignore top-k/top-p (see the module docstring).
+    Every argument after ``logits`` has one entry per row, so rows of one batch may use different
+    sampling parameters. Rows with temperature 0 take the argmax. Others draw by inverse CDF, in
+    vocabulary order, at their uniform ``u`` (``rng.uniforms``): a row's token depends only on its
+    own logits, parameters and ``u``, never on the other rows. Log-probs ignore top-k/top-p (see
+    the module docstring). ``filtering=False`` promises no row uses top-k/top-p and
+    ``sampling=False`` that every row is greedy; both only skip work.
     """
     logits = logits.float()
-    if params.greedy:
+    greedy = temperature == 0
+    if not sampling:
         logprobs = torch.log_softmax(logits, dim=-1)
         tokens = logprobs.argmax(dim=-1)
-    else:
-        scaled = logits / params.temperature
-        logprobs = torch.log_softmax(scaled, dim=-1)
-        probs = filter_logits(scaled, params.top_k, params.top_p).softmax(dim=-1)
-        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        return tokens, logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    scaled = logits / torch.where(greedy, 1.0, temperature).unsqueeze(-1)
+    logprobs = torch.log_softmax(scaled, dim=-1)
+    kept = filter_logits(scaled, top_k, top_p) if filtering else scaled
+    cdf = kept.softmax(dim=-1).cumsum_(dim=-1)
+    target = (u * cdf[:, -1]).unsqueeze(-1)
+    sampled = torch.searchsorted(cdf, target).squeeze(-1).clamp_(max=logits.shape[-1] - 1)
+    tokens = torch.where(greedy, logprobs.argmax(dim=-1), sampled)
     return tokens, logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)

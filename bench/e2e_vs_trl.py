@@ -1,0 +1,329 @@
+"""End-to-end GRPO race on the same work: TRL's GRPOTrainer, rldag, and a bare PyTorch loop.
+
+Same tiny addition model (``operators.tiny_task``), same prompts, group size, completion length,
+learning rate and number of optimizer steps (one step per batch of prompts, as rldag's default
+pipeline does). Contestants, all on CPU (``--threads`` sets torch's threads in this process;
+by default torch uses every core, and on a busy 2-core machine two threads contend badly, while
+rldag's pool workers are Ray actors with one thread each: run with ``--threads 1`` to pin
+everyone to one thread):
+
+* TRL ``GRPOTrainer`` (``use_cpu=True``, ``bf16=False``, ``beta=0``; needs the ``bench`` extra);
+* rldag's default pipeline driven through ``rldag.run.Run`` (what the Prefect tasks call, with
+  every edge persisted as Parquet), and the full ``rldag run`` CLI under Prefect in a subprocess
+  (reported separately: its wall time includes starting Prefect's embedded server);
+* a bare single-process loop: HF ``generate`` + the same reward, GRPO advantages and PPO-clip
+  token-mean loss + AdamW, no orchestration: the near-limit reference.
+
+Seconds per step count everything a step does (rollout, reward, advantage, update; rldag also
+its Ray dispatch and Parquet writes). The first step also pays one-time setup (rldag builds its
+operators in their pool workers then; TRL and the bare loop load the model before step 1), so
+s/step and samples/s are the mean over steps 2..N, and the first step is shown apart. Prints
+``ratio vs TRL: X`` (TRL s/step over rldag s/step) and the ratio vs the bare loop.
+
+    .venv/bin/python bench/e2e_vs_trl.py [--steps 8] [--prompts 8] [--group 8] [--max-new-tokens 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Work:
+    steps: int
+    prompts: int  # prompts per step
+    group: int  # completions per prompt
+    max_new_tokens: int
+    lr: float
+    threads: int
+    fixed_length: bool = False  # every completion exactly max_new_tokens long (eos ignored)
+
+    @property
+    def samples(self) -> int:
+        return self.steps * self.prompts * self.group
+
+
+@dataclass
+class Result:
+    name: str
+    step_s: list[float]  # seconds of each optimizer step
+    note: str = ""
+
+    @property
+    def per_step(self) -> float:
+        """Mean seconds per step after the first (steady state: no setup, no warm-up)."""
+        return statistics.mean(self.step_s[1:] or self.step_s)
+
+    @property
+    def first(self) -> float:
+        return self.step_s[0]
+
+
+def problems(task: Path) -> list[tuple[str, str]]:
+    table = pq.read_table(task / "train.parquet").to_pylist()
+    return [(r["prompt"], r["reward_model"]["ground_truth"]) for r in table]
+
+
+def reward(completion: str, truth: str) -> float:
+    from operators.rewards.arithmetic import compute_score
+
+    return float(compute_score("arithmetic", completion, truth))
+
+
+# ---- contestants -----------------------------------------------------------------------------
+
+
+def run_trl(task: Path, work: Work) -> Result:
+    """TRL 1.x GRPOTrainer on CPU; per-step times from a callback."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    data = problems(task)
+    dataset = Dataset.from_list([{"prompt": p, "ground_truth": g} for p, g in data])
+
+    def correct(prompts, completions, ground_truth, **_) -> list[float]:
+        return [reward(c, g) for c, g in zip(completions, ground_truth, strict=True)]
+
+    class StepTimer(TrainerCallback):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+            self.start = 0.0
+
+        def on_step_begin(self, args, state, control, **kw):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            self.times.append(time.perf_counter() - self.start)
+
+    timer = StepTimer()
+    with tempfile.TemporaryDirectory() as out:
+        config = GRPOConfig(
+            output_dir=out,
+            per_device_train_batch_size=work.prompts * work.group,
+            num_generations=work.group,
+            max_completion_length=work.max_new_tokens,
+            max_steps=work.steps,
+            learning_rate=work.lr,
+            lr_scheduler_type="constant",
+            weight_decay=0.0,
+            max_grad_norm=1.0,
+            temperature=1.0,
+            top_k=0,
+            beta=0.0,
+            use_cpu=True,
+            bf16=False,
+            logging_steps=1,
+            report_to=[],
+            save_strategy="no",
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            seed=0,
+            generation_kwargs={"min_new_tokens": work.max_new_tokens}
+            if work.fixed_length
+            else None,
+        )
+        trainer = GRPOTrainer(
+            model=str(task / "model"),
+            reward_funcs=correct,
+            args=config,
+            train_dataset=dataset,
+            processing_class=AutoTokenizer.from_pretrained(task / "model"),
+            callbacks=[timer],
+        )
+        trainer.train()
+    return Result("TRL GRPOTrainer", timer.times)
+
+
+def _overrides(task: Path, work: Work, storage: str) -> list[str]:
+    return [
+        f"iterations={work.steps}",
+        f"storage.uri={storage}",
+        f"model.path={task / 'model'}",
+        f"nodes.prompts.params.path={task / 'train.parquet'}",
+        f"nodes.prompts.params.batch_size={work.prompts}",
+        f"nodes.generate.params.n={work.group}",
+        f"nodes.generate.params.max_new_tokens={work.max_new_tokens}",
+        f"nodes.train.params.lr={work.lr}",
+        f"nodes.generate.params.ignore_eos={str(work.fixed_length).lower()}",
+    ]
+
+
+def run_rldag(task: Path, work: Work) -> Result:
+    """The default pipeline through ``rldag.run.Run`` (no Prefect)."""
+    from rldag.graph import build_graph
+    from rldag.run import Run
+    from rldag.spec import load_pipeline
+
+    with tempfile.TemporaryDirectory() as out:
+        loaded = load_pipeline(ROOT / "pipeline.yaml", _overrides(task, work, out))
+        run = Run.start(loaded, build_graph(loaded))
+        times = []
+        try:
+            for i in range(work.steps):
+                start = time.perf_counter()
+                for name in run.graph.order:
+                    run.execute_node(i, name)
+                run.finish_iteration(i, time.perf_counter() - start)
+                times.append(time.perf_counter() - start)
+        finally:
+            run.close()
+    return Result("rldag (Run, no Prefect)", times)
+
+
+def run_rldag_prefect(task: Path, work: Work) -> Result:
+    """``rldag run`` as a user runs it; per-step times from its metrics.parquet."""
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ)
+        if work.threads:
+            env["OMP_NUM_THREADS"] = str(work.threads)
+        cmd = [sys.executable, "-m", "rldag.cli", "run", str(ROOT / "pipeline.yaml")]
+        start = time.perf_counter()
+        done = subprocess.run(
+            cmd + _overrides(task, work, out), env=env, capture_output=True, text=True, timeout=900
+        )
+        wall = time.perf_counter() - start
+        if done.returncode != 0:
+            raise RuntimeError(f"rldag run failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        metrics = next(Path(out).glob("*/metrics.parquet"))
+        times = pq.read_table(metrics)["timing_s/iteration"].to_pylist()
+    return Result("rldag run (Prefect)", times, note=f"process wall {wall:.1f} s incl. startup")
+
+
+def run_bare(task: Path, work: Work) -> Result:
+    """HF generate + reward + GRPO advantages + PPO-clip token-mean loss + AdamW, inline."""
+    from transformers import AutoTokenizer
+
+    from operators.advantage import grpo_advantages
+    from operators.hf import load_causal_lm
+    from operators.train.loss import ppo_clip_loss, token_logprobs
+
+    tokenizer = AutoTokenizer.from_pretrained(task / "model")
+    tokenizer.padding_side = "left"
+    model = load_causal_lm(str(task / "model"))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=work.lr, weight_decay=0.0)
+    data = problems(task)
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    rng = np.random.default_rng(0)
+    times = []
+    for _ in range(work.steps):
+        start = time.perf_counter()
+        picked = [data[i] for i in rng.choice(len(data), work.prompts, replace=False)]
+        enc = tokenizer([p for p, _ in picked], return_tensors="pt", padding=True)
+        model.eval()
+        with torch.no_grad():
+            out = model.generate(
+                **enc, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, pad_token_id=pad,
+                max_new_tokens=work.max_new_tokens, num_return_sequences=work.group,
+                min_new_tokens=work.max_new_tokens if work.fixed_length else 0,
+            )  # fmt: skip
+        width = enc["input_ids"].shape[1]
+        completion = out[:, width:]
+        is_eos = (completion == eos).int() * (not work.fixed_length)
+        ended = is_eos.cumsum(-1)
+        keep = ((ended == 0) | ((ended == 1) & (is_eos == 1))).float()  # up to the first eos
+        texts = tokenizer.batch_decode(
+            completion * keep.long() + pad * (1 - keep.long()), skip_special_tokens=True
+        )
+        truths = [g for _, g in picked for _ in range(work.group)]
+        rewards = np.array([reward(t, g) for t, g in zip(texts, truths, strict=True)])
+        groups = np.repeat(np.arange(work.prompts), work.group)
+        adv = torch.tensor(grpo_advantages(rewards, groups)).unsqueeze(-1)
+        model.train()
+        attention = torch.cat(
+            [enc["attention_mask"].repeat_interleave(work.group, 0), keep.long()], -1
+        )
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        logits = model(input_ids=out, attention_mask=attention, position_ids=positions).logits
+        logits = logits[:, width - 1 : -1]
+        logp = token_logprobs(logits, completion)
+        loss, _, _ = ppo_clip_loss(logp, logp.detach(), adv * keep, keep)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+    return Result("bare loop (HF generate)", times)
+
+
+# ---- driver ----------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--prompts", type=int, default=8, help="prompts per optimizer step")
+    parser.add_argument("--group", type=int, default=8, help="completions per prompt")
+    parser.add_argument("--max-new-tokens", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads in this process (TRL, bare loop, driver); 0 = torch's default "
+        "(all cores). rldag's pool workers are Ray actors with one thread each either way",
+    )
+    parser.add_argument("--skip", nargs="*", default=[], choices=["trl", "prefect", "bare"])
+    parser.add_argument(
+        "--fixed-length", action="store_true", help="ignore eos: every completion is full length"
+    )
+    args = parser.parse_args()
+    work = Work(
+        args.steps, args.prompts, args.group, args.max_new_tokens, args.lr, args.threads,
+        args.fixed_length,
+    )  # fmt: skip
+    if work.threads:
+        torch.set_num_threads(work.threads)
+    from transformers.utils import logging as hf_logging
+
+    from operators.tiny_task import build_tiny_task
+
+    hf_logging.set_verbosity_error()
+    task = build_tiny_task(ROOT / ".cache" / "tiny")
+    print(
+        f"work: {work.steps} steps x {work.prompts} prompts x {work.group} samples "
+        f"({'exactly' if work.fixed_length else '<='} {work.max_new_tokens} new tokens), "
+        f"lr {work.lr}, torch threads here {torch.get_num_threads()}",
+        flush=True,
+    )
+    # `rldag run` goes first: it starts its own Ray, which must not meet this process's.
+    contestants = [("prefect", run_rldag_prefect), ("rldag", run_rldag), ("bare", run_bare)]
+    contestants.append(("trl", run_trl))
+    contestants = [(k, f) for k, f in contestants if k not in args.skip]
+    results = {}
+    for key, run in contestants:
+        result = run(task, work)
+        results[key] = result
+        rate = work.prompts * work.group / result.per_step
+        extra = f"; {result.note}" if result.note else ""
+        print(
+            f"  {result.name:<26} {result.per_step:7.3f} s/step  {rate:8.1f} samples/s"
+            f"  (first step {result.first:.2f} s{extra})",
+            flush=True,
+        )
+    ours = results["rldag"].per_step
+    if "trl" in results:
+        print(f"ratio vs TRL: {results['trl'].per_step / ours:.1f}")
+    if "bare" in results:
+        print(f"ratio vs bare loop: {results['bare'].per_step / ours:.2f}")
+    if "prefect" in results and "trl" in results:
+        ratio = results["trl"].per_step / results["prefect"].per_step
+        print(f"ratio vs TRL (rldag run under Prefect): {ratio:.1f}")
+
+
+if __name__ == "__main__":
+    main()

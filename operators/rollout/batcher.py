@@ -1,0 +1,371 @@
+"""Continuous batching: sequences enter free KV-cache slots as others finish, one step at a time.
+
+A *group* is one prompt and its ``n`` samples. Its prompt is prefilled once; the prefix cache is
+copied into a slot for each sample as slots free up, and kept until the last sample got one.
+Every ``step`` admits waiting samples into free slots (sampling their first token from the
+prompt's logits), decodes one token for every live slot, and ends sequences on a stop token, a
+stop string or their length limit; the freed slot is refilled on the next step. Slots are
+decoded as the contiguous range ``[0, hi)``; when the queue is empty and half the range is
+holes, the live sequences are moved down. Randomness is per sequence (``rng.sequence_key``), so
+a sequence's tokens do not depend on what else is in the batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from operators.rollout.decoder import Decoder, Prefill
+from operators.rollout.kv_cache import SlotKVCache
+from operators.rollout.rng import group_key
+from operators.rollout.sampling import Completion, SamplingParams, sample_rows
+from operators.rollout.slot_state import SlotState
+from operators.rollout.stops import StopStrings, cut_at_stop
+
+__all__ = ["ContinuousBatcher"]
+
+Finished = list[tuple[int, list[Completion]]]  # (ticket, the group's completions)
+
+
+def _filters(params: SamplingParams) -> bool:
+    """Whether ``params`` restricts sampling with top-k or top-p."""
+    return params.top_k > 0 or params.top_p < 1.0
+
+
+@dataclass
+class _Group:
+    """One prompt with its samples, from submission until every sample finished."""
+
+    ticket: int
+    prompt: list[int]
+    params: SamplingParams
+    key: int  # rng.group_key of the request seed and the prompt's index
+    runs: int  # samples decoded (1 for greedy groups, whose result is copied n times)
+    stop_ids: list[int]
+    results: list[Completion | None] = field(default_factory=list)
+    admitted: int = 0
+    unfinished: int = 0
+    prefix: tuple[Prefill, int] | None = None  # the prefill batch holding its prompt, and the row
+
+
+class ContinuousBatcher:
+    """Owns the slot KV cache and the per-slot decoding state of one model."""
+
+    def __init__(
+        self,
+        decoder: Decoder,
+        *,
+        max_batch_size: int = 256,
+        tokenizer: Any = None,
+        max_prefill_tokens: int = 8192,
+    ) -> None:
+        self.decoder = decoder
+        self.max_batch_size = max_batch_size
+        self.tokenizer = tokenizer
+        self.max_prefill_tokens = max_prefill_tokens
+        self.device = decoder.device
+        self.cache = SlotKVCache(
+            decoder.layers, decoder.kv_heads, decoder.head_dim, dtype=decoder.dtype,
+            device=self.device,
+        )  # fmt: skip
+        self.waiting: deque[_Group] = deque()
+        self.owner: list[tuple[_Group, int] | None] = []
+        self.stops: dict[int, StopStrings] = {}
+        self.active = 0
+        self._filtering = 0  # live sequences that use top-k or top-p
+        self._sampling = 0  # live sequences that are not greedy
+        self.hi = 0  # slots [0, hi) are decoded each step
+        self._done: list[_Group] = []
+        self._tickets = itertools.count()
+        self.s = SlotState(self.device)
+
+    # ---- public API --------------------------------------------------------------------------
+
+    def submit(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        *,
+        seed: int,
+        index: int,
+        stop_ids: list[int],
+    ) -> int:
+        """Queue ``params.n`` samples of ``prompt``; returns the ticket ``step`` reports it under.
+
+        Sample ``j`` draws from ``sequence_key(seed, index, j)``. Greedy groups decode one sample
+        and copy it ``n`` times.
+        """
+        if not prompt:
+            raise ValueError("every prompt needs at least one token")
+        if params.stop and self.tokenizer is None:
+            raise ValueError("stop strings need a tokenizer")
+        runs = 1 if params.greedy else params.n
+        group = _Group(
+            ticket=next(self._tickets),
+            prompt=list(prompt),
+            params=params,
+            key=group_key(seed, index),
+            runs=runs,
+            stop_ids=sorted(set(stop_ids)),
+        )
+        group.results = [None] * runs
+        group.unfinished = runs
+        self.waiting.append(group)
+        return group.ticket
+
+    @property
+    def has_work(self) -> bool:
+        """True while any submitted group has not been reported by ``step``."""
+        return bool(self.waiting or self.active or self._done)
+
+    @torch.inference_mode()
+    def step(self) -> Finished:
+        """Admit, decode one token per live slot, and return the groups that finished."""
+        self._admit()
+        if self.active:
+            self._decode()
+            if not self.waiting:
+                self._compact()
+        return self._report()
+
+    @torch.inference_mode()
+    def abort_all(self) -> Finished:
+        """End every live and waiting sequence now (finish reason ``abort``)."""
+        for slot in range(self.hi):
+            if self.owner[slot] is not None:
+                n = int(self.s.count[slot])
+                ids = self.s.out_tok[slot, :n].tolist()
+                lps = self.s.out_lp[slot, :n].tolist()
+                self._finish([(slot, ids, lps, "abort", None)])
+                self.s.release(torch.tensor([slot], device=self.device))
+        while self.waiting:
+            group = self.waiting.popleft()
+            for sample in range(group.admitted, group.runs):
+                self._complete(
+                    group, sample, Completion([], [], "abort", "" if self.tokenizer else None)
+                )
+        self._shrink()
+        return self._report()
+
+    # ---- admission ---------------------------------------------------------------------------
+
+    def _plan(self) -> list[tuple[_Group, list[int]]]:
+        """Waiting samples (FIFO) paired with free slots, growing the cache to fit them."""
+        pending = sum(g.runs - g.admitted for g in self.waiting)
+        slots = min(self.max_batch_size, self.active + pending)
+        need = max(len(g.prompt) + g.params.max_new_tokens for g in self.waiting)
+        self.cache.ensure(slots, need + 1)
+        width = max(len(g.stop_ids) for g in self.waiting)
+        max_new = max(g.params.max_new_tokens for g in self.waiting)
+        self.s.grow(self.cache.slots, max_new, max(width, 1))
+        self.owner += [None] * (self.s.slots - len(self.owner))
+        limit = min(self.max_batch_size, self.cache.slots)
+        free = [s for s in range(limit) if self.owner[s] is None]
+        plan, used = [], 0
+        for group in self.waiting:
+            take = min(group.runs - group.admitted, len(free) - used)
+            if take <= 0:
+                break
+            plan.append((group, free[used : used + take]))
+            used += take
+        return plan
+
+    def _prefill(self, groups: list[_Group]) -> None:
+        """Prefill the prompts of ``groups`` (in token-bounded chunks) and keep each prefix."""
+        start = 0
+        while start < len(groups):
+            stop, tokens = start, 0
+            while stop < len(groups) and (stop == start or tokens < self.max_prefill_tokens):
+                tokens += len(groups[stop].prompt)
+                stop += 1
+            chunk = groups[start:stop]
+            out = self.decoder.prefill([g.prompt for g in chunk])
+            for row, group in enumerate(chunk):
+                group.prefix = (out, row)
+            start = stop
+
+    def _admit(self) -> None:
+        if not self.waiting or self.active >= self.max_batch_size:
+            return
+        plan = self._plan()
+        if not plan:
+            return
+        self._prefill([g for g, _ in plan if g.prefix is None])
+        slots: list[int] = []
+        rows: dict[int, tuple[Prefill, list[int], list[int]]] = {}  # by prefill: rows, slots
+        per_row: dict[str, list] = {k: [] for k in ("pos", "temp", "top_k", "top_p", "max_new")}
+        per_row |= {"key": [], "sample": [], "stop": []}
+        for group, group_slots in plan:
+            p, (prefill, row), take = group.params, group.prefix, len(group_slots)
+            entry = rows.setdefault(id(prefill), (prefill, [], []))
+            entry[1].extend([row] * take)
+            entry[2].extend(group_slots)
+            slots += group_slots
+            for name, value in (
+                ("pos", len(group.prompt)), ("temp", p.temperature), ("top_k", p.top_k),
+                ("top_p", p.top_p), ("max_new", p.max_new_tokens), ("key", group.key),
+                ("stop", group.stop_ids),
+            ):  # fmt: skip
+                per_row[name] += [value] * take
+            per_row["sample"] += range(group.admitted, group.admitted + take)
+            for j, slot in enumerate(group_slots):
+                self.owner[slot] = (group, group.admitted + j)
+                if p.stop:
+                    self.stops[slot] = StopStrings(self.tokenizer, p.stop)
+            self._filtering += take * _filters(p)
+            self._sampling += take * (not p.greedy)
+            group.admitted += take
+            if group.admitted == group.runs:
+                group.prefix = None
+        while self.waiting and self.waiting[0].admitted == self.waiting[0].runs:
+            self.waiting.popleft()
+        self.active += len(slots)
+        self.hi = max(self.hi, max(slots) + 1)
+        logits = [self._write_prefixes(*entry) for entry in rows.values()]
+        order = [s for _, _, group_slots in rows.values() for s in group_slots]
+        self.s.admit(slots, per_row)
+        self._sample(torch.tensor(order, device=self.device), torch.cat(logits))
+
+    def _write_prefixes(self, prefill: Prefill, rows: list[int], slots: list[int]):
+        """Copy prompt caches (rows of one prefill batch) into slots; their next-token logits."""
+        src = torch.tensor(rows, device=self.device)
+        dst = torch.tensor(slots, device=self.device)
+        width = max(prefill.lengths[r] for r in set(rows))
+        self.cache.write(dst, [kv[:, src, :, :width] for kv in prefill.kv])
+        return prefill.logits[src]
+
+    # ---- decoding ----------------------------------------------------------------------------
+
+    def _decode(self) -> None:
+        """One token for every slot in ``[0, hi)``; holes compute garbage that is never kept."""
+        hi = self.hi
+        logits = self.decoder.decode(self.cache, self.s.token[:hi], self.s.pos[:hi])
+        self.s.pos[:hi] += self.s.alive[:hi]
+        self._sample(torch.arange(hi, device=self.device), logits, contiguous=True)
+
+    def _sample(self, rows: torch.Tensor, logits: torch.Tensor, contiguous: bool = False) -> None:
+        """Sample the next token of ``rows``, record it, and finish rows that are done.
+
+        ``contiguous`` says ``rows`` is ``0..len(rows)-1`` (the decode step): state is then read
+        and written through slices (views) instead of gathers, and holes are masked out.
+        """
+        sel = slice(0, rows.shape[0]) if contiguous else rows
+        step = self.s.count[sel]
+        tokens, logprobs = sample_rows(
+            logits,
+            self.s.temperature[sel],
+            self.s.top_k[sel],
+            self.s.top_p[sel],
+            self.s.unif[sel].gather(1, step.unsqueeze(-1)).squeeze(-1),
+            filtering=self._filtering > 0,
+            sampling=self._sampling > 0,
+        )
+        if contiguous:
+            self.s.out_tok[sel].scatter_(1, step.unsqueeze(-1), tokens.unsqueeze(-1))
+            self.s.out_lp[sel].scatter_(1, step.unsqueeze(-1), logprobs.unsqueeze(-1))
+            alive = self.s.alive[sel]
+            step = step + alive
+        else:
+            self.s.out_tok[rows, step] = tokens
+            self.s.out_lp[rows, step] = logprobs
+            alive = None
+            step = step + 1
+        self.s.count[sel] = step
+        self.s.token[sel] = tokens
+        hit = (self.s.stop_tab[sel] == tokens.unsqueeze(-1)).any(-1)
+        done = hit | (step >= self.s.max_new[sel])
+        if alive is not None:
+            done &= alive
+        matched: dict[int, str] = {}
+        if self.stops:
+            for slot, token in zip(rows.tolist(), tokens.tolist(), strict=True):
+                watcher = self.stops.get(slot)
+                if watcher is not None and (found := watcher.feed(token)) is not None:
+                    matched[slot] = found
+        if not matched and not bool(done.any()):
+            return
+        if matched:
+            done |= torch.isin(rows, torch.tensor(list(matched), device=self.device))
+        idx = done.nonzero().squeeze(-1)
+        slots = rows[idx]
+        ends = []
+        toks, lps = self.s.out_tok[slots].tolist(), self.s.out_lp[slots].tolist()
+        info = zip(
+            slots.tolist(), step[idx].tolist(), hit[idx].tolist(), tokens[idx].tolist(), strict=True
+        )
+        for i, (slot, n, by_token, token) in enumerate(info):
+            if by_token:
+                reason, why = "stop", token
+            elif slot in matched:
+                reason, why = "stop", matched[slot]
+            else:
+                reason, why = "length", None
+            ends.append((slot, toks[i][:n], lps[i][:n], reason, why))
+        self._finish(ends)
+        self.s.release(slots)
+        self._shrink()
+
+    def _finish(self, ends: list[tuple[int, list[int], list[float], str, Any]]) -> None:
+        """Free the slots of ended sequences and complete them (texts decoded in one batch)."""
+        texts: list[str | None] = [None] * len(ends)
+        if self.tokenizer is not None:
+            ids = [end[1] for end in ends]
+            texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True)
+        for (slot, ids, lps, reason, matched), text in zip(ends, texts, strict=True):
+            group, sample = self.owner[slot]
+            self.owner[slot] = None
+            self.active -= 1
+            self._filtering -= _filters(group.params)
+            self._sampling -= not group.params.greedy
+            self.stops.pop(slot, None)
+            if isinstance(matched, str):
+                text = cut_at_stop(text, group.params.stop)
+            self._complete(group, sample, Completion(ids, lps, reason, text, matched))
+
+    def _complete(self, group: _Group, sample: int, completion: Completion) -> None:
+        group.results[sample] = completion
+        group.unfinished -= 1
+        if group.unfinished == 0:
+            self._done.append(group)
+
+    def _shrink(self) -> None:
+        while self.hi and self.owner[self.hi - 1] is None:
+            self.hi -= 1
+
+    def _compact(self) -> None:
+        """Move live sequences from the top of ``[0, hi)`` into holes when half of it is empty."""
+        if self.hi < 16 or self.active > self.hi // 2:
+            return
+        holes = [s for s in range(self.hi) if self.owner[s] is None]
+        live = [s for s in range(self.hi - 1, -1, -1) if self.owner[s] is not None]
+        pairs = [(src, dst) for src, dst in zip(live, holes, strict=False) if dst < src]
+        if not pairs:
+            return
+        src = torch.tensor([s for s, _ in pairs], device=self.device)
+        dst = torch.tensor([d for _, d in pairs], device=self.device)
+        self.cache.move(src, dst, int(self.s.pos[src].max()) + 1)
+        self.s.move(src, dst)
+        for s, d in pairs:
+            self.owner[d], self.owner[s] = self.owner[s], None
+            if s in self.stops:
+                self.stops[d] = self.stops.pop(s)
+        self._shrink()
+
+    def _report(self) -> Finished:
+        done, self._done = self._done, []
+        out = []
+        for group in done:
+            results = group.results
+            if len(results) != group.params.n:  # greedy: one decoded sample stands for n
+                c = results[0]
+                results = [
+                    dataclasses.replace(c, token_ids=list(c.token_ids), logprobs=list(c.logprobs))
+                    for _ in range(group.params.n)
+                ]
+            out.append((group.ticket, results))
+        return out

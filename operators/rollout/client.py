@@ -1,0 +1,225 @@
+"""Client for N rollout servers (ours or SGLang): load balancing and failover.
+
+Each prompt group (one prompt, ``n`` samples) is one ``/generate`` request, so a group always
+stays on one server (its prefix is prefilled once there). A request goes to the live server
+with the fewest outstanding requests. When a server fails mid-request (connection refused or
+reset, no response, a 5xx), the client checks its ``/health``; a server that does not answer is
+marked dead and never picked again, and the group is re-sent to another server. Every group is
+tried at most ``max_attempts`` times; when no live server is left the call raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from operators.rollout.sampling import Completion, SamplingParams
+
+__all__ = ["NoServerError", "RolloutClient", "completion_from_sglang", "sampling_params_json"]
+
+log = logging.getLogger("rldag.rollout")
+
+
+class NoServerError(RuntimeError):
+    """No live rollout server is left (or a group failed on every attempt)."""
+
+
+@dataclass
+class _Server:
+    url: str
+    outstanding: int = 0
+    alive: bool = True
+    failures: int = 0
+
+
+def sampling_params_json(params: SamplingParams, seed: int | None) -> dict[str, Any]:
+    """Our sampling params as SGLang ``sampling_params``."""
+    out: dict[str, Any] = {
+        "n": params.n,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": params.top_k if params.top_k > 0 else -1,
+        "max_new_tokens": params.max_new_tokens,
+        "ignore_eos": params.ignore_eos,
+    }
+    if params.stop:
+        out["stop"] = list(params.stop)
+    if params.stop_token_ids:
+        out["stop_token_ids"] = list(params.stop_token_ids)
+    if seed is not None:
+        out["sampling_seed"] = seed
+    return out
+
+
+def completion_from_sglang(out: dict[str, Any]) -> Completion:
+    """One SGLang ``/generate`` output dict -> Completion (needs ``return_logprob``)."""
+    meta = out["meta_info"]
+    triples = meta.get("output_token_logprobs") or []
+    ids = out.get("output_ids") or [int(t[1]) for t in triples]
+    reason = meta.get("finish_reason") or {"type": "length"}
+    kind = reason.get("type", "length")
+    matched = reason.get("matched") if kind == "stop" else None
+    return Completion(
+        token_ids=[int(t) for t in ids],
+        logprobs=[float(t[0]) for t in triples],
+        finish_reason=kind if kind in ("stop", "length") else "abort",
+        text=out.get("text"),
+        matched=matched,
+    )
+
+
+class RolloutClient:
+    """Sends prompt groups to a set of rollout servers; see the module docstring."""
+
+    def __init__(
+        self,
+        urls: list[str],
+        *,
+        timeout_s: float = 600.0,
+        max_inflight: int = 64,
+        max_attempts: int | None = None,
+    ) -> None:
+        if not urls:
+            raise ValueError("RolloutClient needs at least one server URL")
+        self.servers = [_Server(url.rstrip("/")) for url in urls]
+        self.timeout_s = timeout_s
+        self.max_inflight = max_inflight
+        self.max_attempts = max_attempts or 2 * len(urls)
+        self._lock = threading.Lock()
+        limits = httpx.Limits(max_connections=max_inflight, max_keepalive_connections=max_inflight)
+        self._http = httpx.Client(timeout=timeout_s, limits=limits)
+
+    @property
+    def alive(self) -> list[str]:
+        """URLs of servers not marked dead."""
+        return [s.url for s in self.servers if s.alive]
+
+    def outstanding(self) -> dict[str, int]:
+        """Requests in flight per server URL."""
+        with self._lock:
+            return {s.url: s.outstanding for s in self.servers}
+
+    def close(self) -> None:
+        self._http.close()
+
+    # ---- generation --------------------------------------------------------------------------
+
+    def generate(
+        self, prompt_ids: list[list[int]], params: SamplingParams, seeds: list[int] | None = None
+    ) -> list[tuple[list[Completion], int]]:
+        """``params.n`` completions per prompt and the policy version that produced them.
+
+        ``seeds[i]`` (optional) is the ``sampling_seed`` of prompt ``i``'s group, which makes the
+        group's samples the same on whichever server runs it.
+        """
+        seeds = seeds or [None] * len(prompt_ids)
+        workers = max(1, min(len(prompt_ids), self.max_inflight))
+        with ThreadPoolExecutor(workers, thread_name_prefix="rollout-client") as pool:
+            futures = [
+                pool.submit(self._run_group, prompt, params, seed)
+                for prompt, seed in zip(prompt_ids, seeds, strict=True)
+            ]
+            return [f.result() for f in futures]
+
+    def _pick(self) -> _Server:
+        with self._lock:
+            live = [s for s in self.servers if s.alive]
+            if not live:
+                raise NoServerError("no live rollout server left")
+            server = min(live, key=lambda s: s.outstanding)
+            server.outstanding += 1
+            return server
+
+    def _run_group(
+        self, prompt: list[int], params: SamplingParams, seed: int | None
+    ) -> tuple[list[Completion], int]:
+        payload = {
+            "input_ids": prompt,
+            "sampling_params": sampling_params_json(params, seed),
+            "return_logprob": True,
+        }
+        last_error: Exception | None = None
+        for _ in range(self.max_attempts):
+            server = self._pick()
+            try:
+                response = self._http.post(f"{server.url}/generate", json=payload)
+                if response.status_code >= 500:
+                    raise httpx.HTTPStatusError(
+                        f"{response.status_code}", request=response.request, response=response
+                    )
+                if response.status_code != 200:
+                    raise ValueError(f"{server.url}/generate: {response.text}")
+                body = response.json()
+            except (httpx.TransportError, httpx.HTTPStatusError) as err:
+                last_error = err
+                self._suspect(server, err)
+                continue
+            finally:
+                with self._lock:
+                    server.outstanding -= 1
+            outs = body if isinstance(body, list) else [body]
+            completions = [completion_from_sglang(o) for o in outs]
+            version = int(outs[0]["meta_info"].get("weight_version") or 0)
+            return completions, version
+        raise NoServerError(f"a prompt group failed {self.max_attempts} times: {last_error!r}")
+
+    def _suspect(self, server: _Server, err: Exception) -> None:
+        """After a failed request: mark ``server`` dead unless ``/health`` still answers."""
+        try:
+            healthy = self._http.get(f"{server.url}/health", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            healthy = False
+        with self._lock:
+            server.failures += 1
+            if not healthy and server.alive:
+                server.alive = False
+                log.warning("rollout server %s is down (%r); re-sending its work", server.url, err)
+
+    # ---- control -----------------------------------------------------------------------------
+
+    def _post_all(self, path: str, body: dict[str, Any] | None = None) -> list[httpx.Response]:
+        """POST to every live server; a server that fails at the transport level is checked
+        (and marked dead) as in generation. Raises when no server answered."""
+        servers = [s for s in self.servers if s.alive]
+        if not servers:
+            raise NoServerError("no live rollout server left")
+        with ThreadPoolExecutor(len(servers)) as pool:
+            futures = [pool.submit(self._http.post, f"{s.url}{path}", json=body) for s in servers]
+        answers = []
+        for server, future in zip(servers, futures, strict=True):
+            try:
+                answers.append(future.result())
+            except httpx.TransportError as err:
+                self._suspect(server, err)
+        if not answers:
+            raise NoServerError(f"no rollout server answered {path}")
+        return answers
+
+    def update_weights_from_disk(self, model_path: str, version: int) -> None:
+        """Every live server loads ``model_path`` and reports ``version`` from then on."""
+        body = {"model_path": model_path, "weight_version": str(version)}
+        for response in self._post_all("/update_weights_from_disk", body):
+            content = response.json()
+            if response.status_code != 200 or not content.get("success"):
+                raise RuntimeError(f"weight update failed: {content.get('message', content)}")
+
+    def flush_cache(self) -> None:
+        self._post_all("/flush_cache")
+
+    def pause(self, mode: str = "abort") -> None:
+        self._post_all("/pause_generation", {"mode": mode})
+
+    def resume(self) -> None:
+        self._post_all("/continue_generation")
+
+    def weight_versions(self) -> dict[str, str]:
+        """``/get_weight_version`` of every live server."""
+        return {
+            url: self._http.get(f"{url}/get_weight_version").json()["weight_version"]
+            for url in self.alive
+        }

@@ -1,0 +1,234 @@
+"""Forward passes for the engine: batched prefill and one-token decode over a slot KV cache.
+
+``LlamaFamilyDecoder`` runs Llama-style decoders (Llama, Qwen2, Qwen3, Mistral: RMSNorm,
+rotary attention with grouped KV heads, gated MLP) directly on the Hugging Face model's own
+modules, so the weights are the model's (``load_state_dict`` on the model is seen at once). It
+skips HF's per-call mask building and cache bookkeeping, which dominate small-batch CPU decoding.
+Its per-step op count is kept small: q/k/v and gate/up projections run as one matmul each
+(the model's parameters are re-pointed to views of one fused tensor, so nothing is duplicated
+and ``load_state_dict`` still lands in them), norms use ``F.rms_norm``, RoPE is applied to q and
+k together. Other architectures use ``HFDecoder`` (``operators.rollout.hf_decoder``), which
+calls the model's own forward. ``make_decoder`` picks one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+from operators.rollout.kv_cache import SlotKVCache
+
+__all__ = ["Decoder", "LlamaFamilyDecoder", "Prefill", "make_decoder"]
+
+LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "mistral")
+
+
+@dataclass
+class Prefill:
+    """The cache and next-token logits of a batch of prompts (right-padded to one length)."""
+
+    kv: list[torch.Tensor]  # per layer (2, prompts, kv_heads, length, head_dim): keys, values
+    logits: torch.Tensor  # (prompts, vocab) float32, at each prompt's last token
+    lengths: list[int]
+
+
+class Decoder(Protocol):
+    """What the batcher needs from a model."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: torch.dtype
+    device: torch.device
+
+    def prefill(self, prompts: list[list[int]]) -> Prefill: ...
+
+    def decode(
+        self, cache: SlotKVCache, tokens: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor: ...
+
+
+def _fuse(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Concatenate the weights (and biases) of ``modules`` along the output dim and re-point
+    each module's parameters to its rows of the fused tensor (so the two stay one storage)."""
+    weight = torch.cat([m.weight.detach() for m in modules])
+    has_bias = [m.bias is not None for m in modules]
+    bias = torch.cat([m.bias.detach() for m in modules]) if all(has_bias) else None
+    if any(has_bias) and bias is None:
+        raise ValueError("cannot fuse projections where only some have a bias")
+    start = 0
+    for m in modules:
+        rows = m.weight.shape[0]
+        m.weight.data = weight[start : start + rows]
+        if bias is not None:
+            m.bias.data = bias[start : start + rows]
+        start += rows
+    return weight, bias
+
+
+class _Layer:
+    """The tensors one decoder layer needs, fused where possible."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        attn, mlp = layer.self_attn, layer.mlp
+        self.qkv_w, self.qkv_b = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
+        self.gate_up_w, _ = _fuse([mlp.gate_proj, mlp.up_proj])
+        self.o_proj, self.down_proj, self.act = attn.o_proj, mlp.down_proj, mlp.act_fn
+        self.in_norm, self.post_norm = layer.input_layernorm, layer.post_attention_layernorm
+        self.q_norm = getattr(attn, "q_norm", None)
+        self.k_norm = getattr(attn, "k_norm", None)
+
+
+def _rms(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return F.rms_norm(x, norm.weight.shape, norm.weight, norm.variance_epsilon)
+
+
+def _supports_fast_path(model: torch.nn.Module) -> bool:
+    config = model.config
+    if getattr(config, "model_type", None) not in LLAMA_FAMILY:
+        return False
+    if getattr(config, "use_sliding_window", False) and getattr(config, "sliding_window", None):
+        return False
+    base = getattr(model, "model", None)
+    needed = ("embed_tokens", "layers", "norm", "rotary_emb")
+    if base is None or not all(hasattr(base, name) for name in needed):
+        return False
+    attn = base.layers[0].self_attn
+    return all(hasattr(attn, name) for name in ("q_proj", "k_proj", "v_proj", "o_proj"))
+
+
+def make_decoder(model: torch.nn.Module, kind: str = "auto") -> Decoder:
+    """The fast Llama-family decoder when ``model`` supports it (or ``kind='fast'``), else HF's.
+
+    ``kind`` is ``auto``, ``fast`` or ``hf``.
+    """
+    if kind not in ("auto", "fast", "hf"):
+        raise ValueError(f"decoder must be auto, fast or hf, got {kind!r}")
+    if kind == "hf" or (kind == "auto" and not _supports_fast_path(model)):
+        from operators.rollout.hf_decoder import HFDecoder
+
+        return HFDecoder(model)
+    if not _supports_fast_path(model):
+        raise ValueError(
+            f"the fast decoder supports {', '.join(LLAMA_FAMILY)} without sliding windows; "
+            f"got model_type={getattr(model.config, 'model_type', None)!r} (use decoder='hf')"
+        )
+    return LlamaFamilyDecoder(model)
+
+
+class LlamaFamilyDecoder:
+    """Prefill and decode for Llama-style models using the model's own weights."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        config = model.config
+        self.model = model
+        self.base = model.model
+        self.layers = len(self.base.layers)
+        self.heads = config.num_attention_heads
+        self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.groups = self.heads // self.kv_heads
+        self.scaling = getattr(self.base.layers[0].self_attn, "scaling", self.head_dim**-0.5)
+        param = next(model.parameters())
+        self.dtype, self.device = param.dtype, param.device
+        self._layers = [_Layer(layer) for layer in self.base.layers]
+        self._cos = self._sin = torch.empty(0)
+        kinds = [self.scaling] * self.heads + [1.0] * self.kv_heads + [0.0] * self.kv_heads
+        self._head_scale = torch.tensor(kinds, dtype=self.dtype, device=self.device).unsqueeze(-1)
+        shift = [0.0] * (self.heads + self.kv_heads) + [1.0] * self.kv_heads
+        self._head_shift = torch.tensor(shift, dtype=self.dtype, device=self.device).unsqueeze(-1)
+
+    def _rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-head cos and sin for ``positions``: ``(len(positions), all heads, head_dim)``.
+
+        One ``x * cos + x.roll(half) * sin`` over the fused q/k/v heads then does everything:
+        q heads get RoPE times the attention scaling, k heads RoPE, v heads pass through (cos 1,
+        sin 0). ``sin`` is negated on its first half so the roll stands for ``rotate_half``.
+        """
+        need = int(positions.max()) + 1 if positions.numel() else 1
+        if self._cos.shape[0] < need:
+            size = max(need, 2 * self._cos.shape[0], 64)
+            grid = torch.arange(size, device=self.device).unsqueeze(0)
+            probe = torch.empty(1, dtype=self.dtype, device=self.device)
+            cos, sin = self.base.rotary_emb(probe, grid)
+            sin = sin[0].clone()
+            sin[:, : self.head_dim // 2] *= -1
+            self._cos, self._sin = cos[0], sin
+        cos = self._cos[positions].unsqueeze(-2) * self._head_scale + self._head_shift
+        return cos, self._sin[positions].unsqueeze(-2) * self._head_scale
+
+    def _qkv(self, layer: _Layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """Normed input -> (scaled, rotated q ``(..., heads, d)``, rotated k and v
+        ``(..., 2 * kv_heads, d)``)."""
+        h = _rms(layer.in_norm, x)
+        qkv = F.linear(h, layer.qkv_w, layer.qkv_b)
+        qkv = qkv.view(*x.shape[:-1], self.heads + 2 * self.kv_heads, self.head_dim)
+        if layer.q_norm is not None:
+            q, k = qkv[..., : self.heads, :], qkv[..., self.heads : self.heads + self.kv_heads, :]
+            v = qkv[..., self.heads + self.kv_heads :, :]
+            qkv = torch.cat([_rms(layer.q_norm, q), _rms(layer.k_norm, k), v], dim=-2)
+        qkv = qkv * cos + qkv.roll(self.head_dim // 2, dims=-1) * sin
+        return qkv[..., : self.heads, :], qkv[..., self.heads :, :]
+
+    def _mlp(self, layer: _Layer, x: torch.Tensor) -> torch.Tensor:
+        gate, up = F.linear(_rms(layer.post_norm, x), layer.gate_up_w).chunk(2, dim=-1)
+        return x + layer.down_proj(layer.act(gate) * up)
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.model.lm_head(_rms(self.base.norm, hidden)).float()
+
+    def prefill(self, prompts: list[list[int]]) -> Prefill:
+        """One causal forward over right-padded prompts; the padding is never attended to."""
+        lengths = [len(p) for p in prompts]
+        width = max(lengths)
+        ids = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            ids[row, : len(prompt)] = torch.tensor(prompt, dtype=torch.long)
+        ids = ids.to(self.device)
+        cos, sin = self._rope(torch.arange(width, device=self.device))
+        x = self.base.embed_tokens(ids)
+        kv_layers = []
+        shape = (len(prompts), width, 2, self.kv_heads, self.head_dim)
+        for layer in self._layers:
+            q, kv = self._qkv(layer, x, cos, sin)
+            kv = kv.reshape(shape).permute(2, 0, 3, 1, 4)
+            kv_layers.append(kv)
+            k, v, q = kv[0], kv[1], q.transpose(1, 2)
+            out = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, scale=1.0, enable_gqa=self.groups > 1
+            )
+            x = x + layer.o_proj(out.transpose(1, 2).reshape(*x.shape[:-1], -1))
+            x = self._mlp(layer, x)
+        last = torch.tensor(lengths, device=self.device) - 1
+        hidden = x[torch.arange(len(prompts), device=self.device), last]
+        return Prefill(kv_layers, self._logits(hidden), lengths)
+
+    def decode(
+        self, cache: SlotKVCache, tokens: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
+        """Feed ``tokens[i]`` at ``positions[i]`` of slot ``i`` (slots ``0..len(tokens)-1``).
+
+        Writes each slot's new key/value at its position, attends over positions ``<=`` it, and
+        returns float32 next-token logits ``(len(tokens), vocab)``.
+        """
+        rows, kvh = tokens.shape[0], self.kv_heads
+        span = int(positions.max()) + 1
+        slot = torch.arange(rows, device=self.device)
+        cos, sin = self._rope(positions)
+        hidden = torch.arange(span, device=self.device).unsqueeze(0) > positions.unsqueeze(-1)
+        bias = torch.zeros((rows, 1, 1, span), dtype=torch.float32, device=self.device)
+        bias.masked_fill_(hidden.view(rows, 1, 1, span), float("-inf"))
+        x = self.base.embed_tokens(tokens)
+        for index, layer in enumerate(self._layers):
+            q, kv = self._qkv(layer, x, cos, sin)
+            cached = cache.kv[index]
+            cached[:, slot, :, positions] = kv.view(rows, 2, kvh, self.head_dim)
+            q = q.reshape(rows, kvh, self.groups, self.head_dim)
+            scores = torch.matmul(q, cached[0, :rows, :, :span].transpose(-1, -2)).float()
+            probs = torch.softmax(scores + bias, dim=-1).to(self.dtype)
+            out = torch.matmul(probs, cached[1, :rows, :, :span]).reshape(rows, -1)
+            x = self._mlp(layer, x + layer.o_proj(out))
+        return self._logits(x)

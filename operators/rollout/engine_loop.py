@@ -1,0 +1,174 @@
+"""A thread that owns a ``TorchEngine`` and serves many callers: the rollout server's core.
+
+Callers hand it work and get futures back; the thread runs the engine's continuous batcher, so
+requests that arrive while others decode join the same batch at the next step. Control messages
+(weight update, pause, continue) are handled in arrival order: a weight update first finishes
+every request submitted before it (or aborts them), so each request is generated under exactly
+one weight version, which its result reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from operators.rollout.sampling import Completion, SamplingParams
+from operators.rollout.torch_engine import TorchEngine
+from operators.rollout.weights import load_checkpoint
+
+__all__ = ["EngineLoop", "GenerateItem"]
+
+log = logging.getLogger("rldag.rollout")
+
+
+@dataclass
+class GenerateItem:
+    """One prompt of a request and how to sample it."""
+
+    prompt_ids: list[int]
+    params: SamplingParams
+    seed: int
+    index: int  # the prompt's index in its request (part of each sample's RNG key)
+
+
+@dataclass
+class _Job:
+    future: Future
+    results: list[list[Completion] | None]
+    remaining: int
+    tickets: dict[int, int] = field(default_factory=dict)  # ticket -> item index
+
+
+class EngineLoop:
+    """Runs ``engine`` on a background thread; thread-safe ``generate`` and control calls."""
+
+    def __init__(self, engine: TorchEngine, *, weight_version: str = "0") -> None:
+        self.engine = engine
+        self.weight_version = weight_version
+        self.model_path: str | None = None
+        self.paused = False
+        self._inbox: queue.Queue[tuple[str, Any, Future]] = queue.Queue()
+        self._jobs: dict[int, _Job] = {}  # ticket -> job
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rollout-engine", daemon=True)
+        self._thread.start()
+
+    # ---- callers -----------------------------------------------------------------------------
+
+    def generate(self, items: list[GenerateItem]) -> Future:
+        """Future of ``(completions per item, weight version)``."""
+        return self._send("generate", items)
+
+    def update_weights(self, path: str, version: str | None, abort: bool = False) -> Future:
+        """Future of ``(success, message, aborted requests)`` for loading ``path``."""
+        return self._send("update", (path, version, abort))
+
+    def pause(self, mode: str = "abort") -> Future:
+        """Stop stepping; ``abort`` also ends every in-flight request with finish reason abort."""
+        return self._send("pause", mode)
+
+    def resume(self) -> Future:
+        return self._send("continue", None)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._inbox.put(("stop", None, Future()))
+        self._thread.join(timeout=10)
+
+    def _send(self, kind: str, payload: Any) -> Future:
+        future: Future = Future()
+        self._inbox.put((kind, payload, future))
+        return future
+
+    # ---- the thread --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        batcher = self.engine.batcher
+        while not self._stop.is_set():
+            busy = batcher.has_work and not self.paused
+            try:
+                message = self._inbox.get(block=not busy, timeout=None if not busy else 0)
+            except queue.Empty:
+                message = None
+            if message is not None:
+                try:
+                    self._handle(*message)
+                except Exception as err:  # a bad message fails its caller, not the server
+                    log.exception("rollout engine message failed")
+                    if not message[2].done():
+                        message[2].set_exception(err)
+                continue  # drain every queued message before the next step
+            if busy:
+                try:
+                    self._deliver(batcher.step())
+                except Exception as err:  # fail the requests in flight, keep serving
+                    log.exception("rollout engine step failed")
+                    self._fail_all(err)
+
+    def _fail_all(self, err: Exception) -> None:
+        """Fail every pending request with ``err`` and clear the batcher."""
+        try:
+            self.engine.batcher.abort_all()
+        except Exception:
+            log.exception("could not abort the batcher after a failed step")
+        for job in {id(j): j for j in self._jobs.values()}.values():
+            if not job.future.done():
+                job.future.set_exception(err)
+        self._jobs.clear()
+
+    def _handle(self, kind: str, payload: Any, future: Future) -> None:
+        batcher = self.engine.batcher
+        if kind == "generate":
+            job = _Job(future, [None] * len(payload), len(payload))
+            for i, item in enumerate(payload):
+                stop_ids = self.engine.stop_ids(item.params)
+                ticket = batcher.submit(
+                    item.prompt_ids, item.params, seed=item.seed, index=item.index,
+                    stop_ids=stop_ids,
+                )  # fmt: skip
+                job.tickets[ticket] = i
+                self._jobs[ticket] = job
+            if not payload:
+                future.set_result(([], self.weight_version))
+        elif kind == "update":
+            path, version, abort = payload
+            aborted = self._drain(abort)
+            self.engine.load_state_dict(load_checkpoint(path))
+            self.model_path = str(Path(path))
+            if version is not None:
+                self.weight_version = str(version)
+            future.set_result((True, f"Succeeded to update model weights from {path}.", aborted))
+        elif kind == "pause":
+            self.paused = True
+            if payload == "abort":
+                self._deliver(batcher.abort_all())
+            future.set_result(None)
+        elif kind == "continue":
+            self.paused = False
+            future.set_result(None)
+        elif kind == "stop":
+            future.set_result(None)
+
+    def _drain(self, abort: bool) -> int:
+        """Finish (or abort) everything in flight; returns how many requests were aborted."""
+        batcher = self.engine.batcher
+        if abort:
+            aborted = len({id(job) for job in self._jobs.values()})
+            self._deliver(batcher.abort_all())
+            return aborted
+        while batcher.has_work:
+            self._deliver(batcher.step())
+        return 0
+
+    def _deliver(self, finished: list[tuple[int, list[Completion]]]) -> None:
+        for ticket, completions in finished:
+            job = self._jobs.pop(ticket)
+            job.results[job.tickets[ticket]] = completions
+            job.remaining -= 1
+            if job.remaining == 0 and not job.future.done():
+                job.future.set_result((job.results, self.weight_version))

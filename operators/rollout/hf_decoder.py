@@ -1,0 +1,86 @@
+"""The generic decoder: the Hugging Face model's own forward over the engine's slot KV cache.
+
+Works for any causal LM whose ``DynamicCache`` layers hold keys/values as
+``(batch, kv_heads, length, head_dim)``. Each decode step hands the model a cache that views the
+slots' past positions, with a 2-D attention mask that hides positions a slot has not reached;
+the model appends the new token's key/value, which is then written back to its slot. Slower than
+``LlamaFamilyDecoder`` (HF builds masks and concatenates the cache every call) but exact.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from operators.rollout.decoder import Prefill
+from operators.rollout.kv_cache import SlotKVCache
+
+__all__ = ["HFDecoder"]
+
+
+class HFDecoder:
+    """Prefill and decode through ``model(...)`` with ``past_key_values``."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        config = model.config
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        self.model = model
+        self.layers = text.num_hidden_layers
+        heads = text.num_attention_heads
+        self.kv_heads = getattr(text, "num_key_value_heads", None) or heads
+        self.head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+        param = next(model.parameters())
+        self.dtype, self.device = param.dtype, param.device
+
+    def _cache(self) -> DynamicCache:
+        return DynamicCache(config=self.model.config)
+
+    def prefill(self, prompts: list[list[int]]) -> Prefill:
+        """Right-padded prompts through the model; per-prompt logits at its last token."""
+        lengths = [len(p) for p in prompts]
+        width = max(lengths)
+        ids = torch.zeros((len(prompts), width), dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            ids[row, : len(prompt)] = torch.tensor(prompt, dtype=torch.long)
+            mask[row, : len(prompt)] = 1
+        cache = self._cache()
+        out = self.model(
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            past_key_values=cache,
+            use_cache=True,
+        )
+        last = torch.tensor(lengths, device=self.device) - 1
+        logits = out.logits[torch.arange(len(prompts), device=self.device), last].float()
+        kv = [torch.stack([layer.keys, layer.values]) for layer in cache.layers]
+        return Prefill(kv, logits, lengths)
+
+    def decode(
+        self, cache: SlotKVCache, tokens: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
+        """Same contract as ``LlamaFamilyDecoder.decode``."""
+        rows = tokens.shape[0]
+        span = int(positions.max())  # past positions the widest slot has
+        hf_cache = self._cache()
+        for index in range(self.layers):
+            layer = hf_cache.layers[index]
+            past_k = cache.keys(index)[:rows, :, :span]
+            past_v = cache.values(index)[:rows, :, :span]
+            layer.lazy_initialization(past_k, past_v)
+            layer.keys, layer.values = past_k, past_v
+        past = torch.arange(span, device=self.device).unsqueeze(0) < positions.unsqueeze(-1)
+        mask = torch.cat([past, past.new_ones((rows, 1))], dim=-1).long()
+        out = self.model(
+            input_ids=tokens.unsqueeze(-1),
+            attention_mask=mask,
+            position_ids=positions.unsqueeze(-1),
+            past_key_values=hf_cache,
+            use_cache=True,
+        )
+        slot = torch.arange(rows, device=self.device)
+        for index in range(self.layers):
+            layer = hf_cache.layers[index]
+            new = torch.stack([layer.keys[:, :, -1], layer.values[:, :, -1]], dim=1)
+            cache.kv[index][:, slot, :, positions] = new
+        return out.logits[:, -1].float()
