@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint test-fast model system-deps ui-deps clean
+.PHONY: run test lint test-fast model system-deps clean
 
 # The venv: the project editable, with torch pinned to the CPU wheel (constraints.txt).
 $(STAMP): pyproject.toml constraints.txt
@@ -13,15 +13,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,s3]'
 	touch $(STAMP)
 
-# System packages the sandbox needs (bubblewrap, python3, libseccomp2); installs only what is
-# missing, as root.
+# Debian packages the sandbox and the UI test need (bubblewrap, python3, libseccomp2,
+# chromium, tesseract); installs only what is missing, as root.
 system-deps:
 	sh scripts/install-system-deps.sh
-
-# Headless Chromium and tesseract OCR for the Prefect UI test (tests/test_prefect_server.py);
-# installs only what is missing, as root.
-ui-deps:
-	sh scripts/install-ui-deps.sh
 
 # The tiny default model, tokenizer and addition data (deterministic, cached).
 model: $(STAMP)
@@ -34,7 +29,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint model system-deps ui-deps
+test: lint model system-deps
 	$(BIN)/pytest
 
 test-fast: $(STAMP)

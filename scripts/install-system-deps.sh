@@ -1,18 +1,24 @@
 #!/bin/sh
-# Install the system packages rldag's sandbox needs, only when missing (idempotent).
-# Run as root (CI and `make` call it). Debian/Ubuntu (apt-get) only.
-#   bubblewrap  - namespaces, read-only mounts, seccomp loading (bwrap)
-#   python3     - a world-readable system interpreter the sandbox's non-root uid can execute
-#   libseccomp2 - used (via PyPI pyseccomp) to compile the syscall filter
+# Install the Debian packages rldag and its tests need, only when missing (idempotent).
+# Run as root (`make test` calls it). Debian/Ubuntu (apt-get) only.
+#   bubblewrap          - the sandbox: namespaces, read-only mounts, seccomp loading (bwrap)
+#   python3             - a world-readable interpreter the sandbox's non-root uid can execute
+#   libseccomp2         - used (via PyPI pyseccomp) to compile the sandbox's syscall filter
+#   chromium            - headless browser that loads the Prefect UI's run page (UI test)
+#   tesseract-ocr(-eng) - reads the node names the UI draws on its graph canvas (UI test)
 set -eu
 
 need=""
 command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
 [ -x /usr/bin/python3 ] || need="$need python3"
 ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need="$need libseccomp2"
+command -v chromium >/dev/null 2>&1 || need="$need chromium"
+command -v tesseract >/dev/null 2>&1 || need="$need tesseract-ocr"
+[ -n "$(ls /usr/share/tesseract-ocr/*/tessdata/eng.traineddata 2>/dev/null)" ] \
+    || need="$need tesseract-ocr-eng"
 
 if [ -z "$need" ]; then
-    echo "install-system-deps: nothing to do (bubblewrap, python3, libseccomp2 present)"
+    echo "install-system-deps: nothing to do"
     exit 0
 fi
 if [ "$(id -u)" != 0 ]; then

@@ -37,7 +37,7 @@ def chromium() -> str | None:
 def _chromium(url: str, *args: str, budget_ms: int) -> subprocess.CompletedProcess:
     binary = chromium()
     if binary is None:
-        raise RuntimeError("chromium is not installed (scripts/install-ui-deps.sh)")
+        raise RuntimeError("chromium is not installed (scripts/install-system-deps.sh)")
     with tempfile.TemporaryDirectory(prefix="rldag-chromium-") as profile:
         command = [binary, *FLAGS, f"--user-data-dir={profile}"]
         command += [f"--virtual-time-budget={budget_ms}", *args, url]

@@ -209,8 +209,8 @@ def test_operator_logs_reach_the_run_logs_from_a_ray_pool_worker(served):
 
 def test_the_ui_graph_of_an_iteration_shows_the_node_names(served, tmp_path):
     missing = chromium.chromium() is None or shutil.which("tesseract") is None
-    if missing and not os.environ.get("CI"):  # CI installs them (make ui-deps): fail there
-        pytest.skip("chromium or tesseract is not installed: sh scripts/install-ui-deps.sh")
+    if missing and not os.environ.get("CI"):  # CI installs them (make system-deps): fail there
+        pytest.skip("chromium or tesseract is not installed: sh scripts/install-system-deps.sh")
     page = f"{served.server.url}/runs/flow-run/{served.subflows['iteration-1']['id']}"
     dom = chromium.dump_dom(page)
     assert "iteration-1" in dom and "<canvas" in dom  # the run page, with its graph canvas
