@@ -50,7 +50,7 @@ def iteration_flow(run_id: str, iteration: int, weights: TableHandle | None) -> 
 def run_iterations(run: Run, first: int = 0) -> str:
     """Run iterations `first`.. of `run` as subflows; the weights handle links them. The
     calling flow gets a live progress artifact and, at the end, the reward curve."""
-    notify("start", run)
+    notify("start", run, first)
     progress = start_progress(run)
     weights = None
     try:

@@ -39,8 +39,10 @@ class RunProgress:
     def on_event(self, event: str, run: Run, *args: object) -> None:
         if event == "start":
             self.console.print(f"run id: [bold]{run.run_id}[/bold]  ({run.uri})")
-            total = run.loaded.spec.iterations
-            self.task = self.progress.add_task("iterations", total=total, status="", node="")
+            total, done = run.loaded.spec.iterations, args[0] if args else 0  # resumed: done > 0
+            self.task = self.progress.add_task(
+                "iterations", total=total, completed=done, status="", node=""
+            )
         elif event == "node" and self.task is not None:
             i, name = args
             self.progress.update(self.task, node=f"iteration {i}: {name} …")

@@ -28,9 +28,9 @@ _LISTENERS: list[Callable[..., None]] = []
 
 
 def add_listener(listener: Callable[..., None]) -> Callable[[], None]:
-    """Call `listener(event, run, *args)` on "start", "node" (i, name), "node_done" (i, name,
-    rows, seconds), "iteration" (i, metrics) and "end"; returns a function that removes it
-    (the CLI's progress display uses this)."""
+    """Call `listener(event, run, *args)` on "start" (first iteration), "node" (i, name),
+    "node_done" (i, name, rows, seconds), "iteration" (i, metrics) and "end"; returns a
+    function that removes it (the CLI's progress display uses this)."""
     _LISTENERS.append(listener)
     return lambda: _LISTENERS.remove(listener)
 
