@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from prefect.context import FlowRunContext, TaskRunContext
 from prefect.logging.handlers import APILogHandler
 
 LOGGER = "rldag"
@@ -20,4 +21,12 @@ def forward_rldag_logs(level: int = logging.INFO) -> None:
     if logger.level == logging.NOTSET or logger.level > level:
         logger.setLevel(level)
     if not any(isinstance(h, APILogHandler) for h in logger.handlers):
-        logger.addHandler(APILogHandler())
+        handler = APILogHandler()
+        handler.addFilter(_inside_a_run)
+        logger.addHandler(handler)
+
+
+def _inside_a_run(record: logging.LogRecord) -> bool:
+    """Only records logged within a flow or task run go to the API (operators also run
+    outside Prefect: `Run.run_inline`, benchmarks, tests)."""
+    return FlowRunContext.get() is not None or TaskRunContext.get() is not None
