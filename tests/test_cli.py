@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import yaml
 
 from rldag.cli import main
@@ -59,3 +60,23 @@ def test_the_default_pipeline_is_valid_yaml_with_the_documented_nodes():
     kinds = {name: node["kind"] for name, node in doc["nodes"].items()}
     assert set(kinds.values()) == {"source", "generate", "score", "transform", "train"}
     assert doc["nodes"]["generate"]["inputs"]["weights"] == "train"
+
+
+def test_a_failing_node_exits_1_naming_it_and_keeps_finished_iterations(
+    write_yaml, dataset, tmp_path
+):
+    doc = scoring_pipeline(dataset, storage={"uri": str(tmp_path / "runs")}, iterations=3)
+    doc["nodes"]["boom"] = {
+        "kind": "transform",
+        "op": "tests.user_code:FAIL_AT_ITERATION_1",
+        "inputs": {"rows": "advantage"},
+    }
+    result = _rldag("run", str(write_yaml(doc)))
+    assert result.returncode == 1
+    assert "node 'boom' (iteration 1) failed" in result.stderr
+    assert "scorer exploded on purpose" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert (run_dir / "iter=0" / "boom.parquet").is_file()
+    assert not (run_dir / "iter=1" / "boom.parquet").exists()
+    assert pq.read_table(run_dir / "metrics.parquet")["iteration"].to_pylist() == [0]

@@ -101,3 +101,20 @@ SINGLE_WORKER = OperatorDef(
     adds=WORKER_INFO.adds,
     max_workers=1,
 )
+
+
+def _fail_at_iteration_1(_params: object):
+    def run(inputs, ctx):
+        if ctx.iteration == 1:
+            raise RuntimeError("scorer exploded on purpose")
+        return inputs["rows"]
+
+    return run
+
+
+FAIL_AT_ITERATION_1 = OperatorDef(
+    name="fail_at_iteration_1",
+    kind=NodeKind.transform,
+    factory=_fail_at_iteration_1,
+    ports=(Port("rows"),),
+)
