@@ -4,31 +4,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-import transformers
 
 from operators.rollout import SamplingParams, TorchEngine
 from operators.rollout.rng import sequence_key, uniforms
+from tests.tiny_models import random_causal_lm
 
 PROMPTS = [[1, 2, 3], [5, 6, 7, 8, 9, 10, 11], [4], [7, 7, 12, 40], [9, 9]]
 
 
-def _tiny(seed: int = 0) -> torch.nn.Module:
-    config = transformers.Qwen2Config(
-        vocab_size=64,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        initializer_range=0.2,
-    )
-    torch.manual_seed(seed)
-    return transformers.AutoModelForCausalLM.from_config(config).eval()
-
-
 @pytest.fixture(scope="module")
 def model() -> torch.nn.Module:
-    return _tiny()
+    return random_causal_lm()
 
 
 def _tokens(groups):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
-import transformers
 from fastapi.testclient import TestClient
 
 from operators.rollout import SamplingParams, TorchEngine
@@ -12,26 +10,13 @@ from operators.rollout.client import completion_from_sglang
 from operators.rollout.engine_loop import EngineLoop
 from operators.rollout.server import build_app
 from operators.rollout.weights import save_checkpoint
-
-
-def _tiny(seed: int) -> torch.nn.Module:
-    config = transformers.Qwen2Config(
-        vocab_size=64,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        initializer_range=0.2,
-    )
-    torch.manual_seed(seed)
-    return transformers.AutoModelForCausalLM.from_config(config).eval()
+from tests.tiny_models import random_causal_lm
 
 
 @pytest.fixture
 def served():
     """A TestClient over a server whose engine runs a random tiny Qwen2 (seed 0)."""
-    loop = EngineLoop(TorchEngine(_tiny(0)))
+    loop = EngineLoop(TorchEngine(random_causal_lm(0)))
     with TestClient(build_app(loop, "tiny")) as client:
         yield client
     loop.close()
@@ -51,7 +36,7 @@ def test_generate_single_prompt_returns_one_sglang_dict(served) -> None:
     assert meta["weight_version"] == "0"
     triples = meta["output_token_logprobs"]
     assert [t[1] for t in triples] == out["output_ids"] and all(t[2] is None for t in triples)
-    greedy = TorchEngine(_tiny(0)).generate(
+    greedy = TorchEngine(random_causal_lm(0)).generate(
         [[1, 2, 3]], SamplingParams(temperature=0, max_new_tokens=6, ignore_eos=True)
     )
     assert out["output_ids"] == greedy[0][0].token_ids
@@ -67,7 +52,7 @@ def test_generate_batch_with_n_is_prompt_major_list(served) -> None:
     assert isinstance(outs, list) and len(outs) == 6
     assert [o["meta_info"]["prompt_tokens"] for o in outs] == [3, 3, 3, 2, 2, 2]
     params = SamplingParams(n=3, max_new_tokens=4, seed=9)
-    local = TorchEngine(_tiny(0)).generate([[1, 2, 3], [4, 5]], params)
+    local = TorchEngine(random_causal_lm(0)).generate([[1, 2, 3], [4, 5]], params)
     assert [o["output_ids"] for o in outs] == [c.token_ids for g in local for c in g]
     assert completion_from_sglang(outs[0]).logprobs == pytest.approx(local[0][0].logprobs)
 
@@ -89,7 +74,7 @@ def test_stop_token_reports_matched_id(served) -> None:
 
 
 def test_update_weights_from_disk_switches_model_and_version(served, tmp_path) -> None:
-    other = _tiny(5)
+    other = random_causal_lm(5)
     path = save_checkpoint(other.state_dict(), tmp_path / "v1")
     answer = served.post(
         "/update_weights_from_disk", json={"model_path": str(path), "weight_version": "1"}
@@ -98,7 +83,7 @@ def test_update_weights_from_disk_switches_model_and_version(served, tmp_path) -
     body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 6, "temperature": 0}}
     out = served.post("/generate", json=body).json()
     assert out["meta_info"]["weight_version"] == "1"
-    expected = TorchEngine(_tiny(5)).generate(
+    expected = TorchEngine(random_causal_lm(5)).generate(
         [[1, 2, 3]], SamplingParams(temperature=0, max_new_tokens=6)
     )
     assert out["output_ids"] == expected[0][0].token_ids

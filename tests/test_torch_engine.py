@@ -8,35 +8,23 @@ import transformers
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
 from operators.rollout import Completion, SamplingParams, TorchEngine
+from tests.tiny_models import (
+    VOCAB,
+    random_causal_lm,
+)
 
-VOCAB = 64
 PROMPTS = [[1, 2, 3], [5, 6, 7, 8, 9, 10, 11], [4], [7, 7, 12, 40]]
 CHARS = "abcdefghijklmnopqrstuvwxyz0123456789 .,!?-+*/=()[]{}<>:;'\"#$%&@^~"[: VOCAB - 2]
 
 
-def _tiny(config_cls: type, seed: int) -> torch.nn.Module:
-    """A small random causal LM; a large init range gives varied (non-degenerate) outputs."""
-    config = config_cls(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        initializer_range=0.2,
-    )
-    torch.manual_seed(seed)
-    return transformers.AutoModelForCausalLM.from_config(config).eval()
-
-
 @pytest.fixture(scope="module")
 def qwen() -> torch.nn.Module:
-    return _tiny(transformers.Qwen2Config, seed=0)
+    return random_causal_lm(0)
 
 
 @pytest.fixture(scope="module")
 def llama() -> torch.nn.Module:
-    return _tiny(transformers.LlamaConfig, seed=1)
+    return random_causal_lm(1, transformers.LlamaConfig)
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +159,7 @@ def test_stop_token_ids_and_eos(qwen: torch.nn.Module) -> None:
     else:
         assert results[1][0].token_ids == other and results[1][0].finish_reason == "length"
     # The same token as the model's eos id.
-    model = _tiny(transformers.Qwen2Config, seed=0)
+    model = random_causal_lm(0)
     model.generation_config.eos_token_id = [stop_tok]
     (eos,) = TorchEngine(model).generate([PROMPTS[0]], params)
     assert eos[0].token_ids == tokens[:cut] and eos[0].finish_reason == "stop"
@@ -196,7 +184,7 @@ def test_stop_strings_and_text(qwen: torch.nn.Module, char_tokenizer) -> None:
 
 
 def test_tokenizer_eos_stops(qwen: torch.nn.Module, char_tokenizer) -> None:
-    model = _tiny(transformers.Qwen2Config, seed=0)
+    model = random_causal_lm(0)
     (full,) = TorchEngine(model).generate([[3, 1]], SamplingParams(temperature=0))
     eos_at = 2
     # Make the tokenizer's eos the token greedy emits at step `eos_at`: swap the lm_head rows.
@@ -213,8 +201,8 @@ def test_tokenizer_eos_stops(qwen: torch.nn.Module, char_tokenizer) -> None:
 
 
 def test_load_state_dict(qwen: torch.nn.Module) -> None:
-    other = _tiny(transformers.Qwen2Config, seed=5)
-    engine = TorchEngine(_tiny(transformers.Qwen2Config, seed=0))
+    other = random_causal_lm(5)
+    engine = TorchEngine(random_causal_lm(0))
     params = SamplingParams(temperature=0, max_new_tokens=10)
     before = _tokens(engine.generate(PROMPTS, params))
     engine.load_state_dict({k: v.clone() for k, v in other.state_dict().items()})
