@@ -37,13 +37,16 @@ SCHEMA = pa.schema(
 )
 
 
-def problems_table(problems: Sequence[Problem], split: str) -> pa.Table:
-    """The veRL-format table for ``problems``, tagged with ``split``."""
+def problems_table(
+    problems: Sequence[Problem], split: str, data_source: str = DATA_SOURCE
+) -> pa.Table:
+    """The veRL-format table for ``problems`` (anything with ``prompt``, ``ground_truth``
+    and ``index``), tagged with ``split``."""
     rows = [
         {
             "prompt": p.prompt,
-            "data_source": DATA_SOURCE,
-            "reward_model": {"ground_truth": p.answer, "style": "rule"},
+            "data_source": data_source,
+            "reward_model": {"ground_truth": p.ground_truth, "style": "rule"},
             "extra_info": {"split": split, "index": p.index},
         }
         for p in problems
@@ -51,6 +54,8 @@ def problems_table(problems: Sequence[Problem], split: str) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
-def write_split(path: Path, problems: Sequence[Problem], split: str) -> None:
+def write_split(
+    path: Path, problems: Sequence[Problem], split: str, data_source: str = DATA_SOURCE
+) -> None:
     """Writes ``problems`` as one veRL parquet file at ``path``."""
-    pq.write_table(problems_table(problems, split), path)
+    pq.write_table(problems_table(problems, split, data_source), path)

@@ -32,6 +32,11 @@ class Problem:
     def answer(self) -> str:
         return str(self.a + self.b)
 
+    @property
+    def ground_truth(self) -> str:
+        """What the reward compares the response with."""
+        return self.answer
+
 
 def all_problems() -> list[Problem]:
     """All 100 problems in index order (``0+0=`` ... ``9+9=``)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,8 @@ def addition_recipe() -> TaskRecipe:
 
 def code_recipe() -> TaskRecipe:
     """Tiny function-writing problems judged by the sandbox."""
-    from operators.tiny_task.coding import dataset, evaluate, problems, tokenizer, warmup
+    from operators.tiny_task.coding import evaluate, problems, tokenizer, warmup
+    from operators.tiny_task.dataset import write_split
 
     return TaskRecipe(
         problems.all_code_problems,
@@ -50,7 +52,7 @@ def code_recipe() -> TaskRecipe:
         tokenizer.train_char_tokenizer,
         warmup.warm_up,
         evaluate.evaluate_code_policy,
-        dataset.write_code_split,
+        partial(write_split, data_source=problems.DATA_SOURCE),
     )
 
 
