@@ -31,6 +31,12 @@ def train_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerFast:
     raw.decoder = decoders.Fuse()
     trainer = trainers.WordLevelTrainer(special_tokens=SPECIAL_TOKENS, min_frequency=1)
     raw.train_from_iterator(sorted(corpus), trainer=trainer)
+    return wrap_for_transformers(raw, model_max_length=64)
+
+
+def wrap_for_transformers(raw: Tokenizer, **kwargs: object) -> PreTrainedTokenizerFast:
+    """A trained ``tokenizers`` object as a ``transformers`` tokenizer with the tiny tasks'
+    special tokens, left padding and the concatenating chat template."""
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=raw,
         bos_token=BOS_TOKEN,
@@ -38,7 +44,7 @@ def train_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerFast:
         pad_token=PAD_TOKEN,
         unk_token=UNK_TOKEN,
         padding_side="left",
-        model_max_length=64,
+        **kwargs,
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer

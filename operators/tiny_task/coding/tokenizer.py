@@ -21,14 +21,7 @@ from collections.abc import Iterable
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from operators.tiny_task.tokenizer import (
-    BOS_TOKEN,
-    CHAT_TEMPLATE,
-    EOS_TOKEN,
-    PAD_TOKEN,
-    SPECIAL_TOKENS,
-    UNK_TOKEN,
-)
+from operators.tiny_task.tokenizer import SPECIAL_TOKENS, UNK_TOKEN, wrap_for_transformers
 
 ALPHABET = "".join(chr(c) for c in range(32, 127)) + "\n\t"
 MODEL_MAX_LENGTH = 256
@@ -50,15 +43,6 @@ def train_char_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerFast:
         show_progress=False,
     )
     raw.train_from_iterator(sorted(corpus), trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw,
-        bos_token=BOS_TOKEN,
-        eos_token=EOS_TOKEN,
-        pad_token=PAD_TOKEN,
-        unk_token=UNK_TOKEN,
-        padding_side="left",
-        model_max_length=MODEL_MAX_LENGTH,
-        clean_up_tokenization_spaces=False,
+    return wrap_for_transformers(
+        raw, model_max_length=MODEL_MAX_LENGTH, clean_up_tokenization_spaces=False
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
-    return tokenizer
