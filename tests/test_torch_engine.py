@@ -88,6 +88,21 @@ def test_greedy_matches_hf_generate(name: str, request: pytest.FixtureRequest) -
         assert row[: len(group[0].token_ids)] == group[0].token_ids
 
 
+@pytest.mark.parametrize("path", ["elementwise", "sdpa"])
+def test_decode_attention_paths_match_hf(
+    qwen: torch.nn.Module, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Short spans attend elementwise over the position-major cache, long ones through SDPA;
+    both give HF's greedy tokens (GQA model, prompts of different lengths in one batch)."""
+    from operators.rollout import decoder
+
+    if path == "sdpa":
+        monkeypatch.setattr(decoder, "ELEMENTWISE_LIMIT", 0)
+    results = TorchEngine(qwen).generate(PROMPTS, SamplingParams(temperature=0, max_new_tokens=12))
+    for prompt, group in zip(PROMPTS, results, strict=True):
+        assert group[0].token_ids == _hf_greedy(qwen, prompt, 12)
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_logprobs_match_teacher_forcing(qwen: torch.nn.Module, temperature: float) -> None:
     params = SamplingParams(n=3, temperature=temperature, max_new_tokens=8, seed=0, top_k=20)

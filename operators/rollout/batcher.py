@@ -47,6 +47,8 @@ class _Group:
     key: int  # rng.group_key of the request seed and the prompt's index
     runs: int  # samples decoded (1 for greedy groups, whose result is copied n times)
     stop_ids: list[int]
+    filters: bool  # uses top-k or top-p
+    samples: bool  # not greedy
     results: list[Completion | None] = field(default_factory=list)
     admitted: int = 0
     unfinished: int = 0
@@ -112,6 +114,8 @@ class ContinuousBatcher:
             key=group_key(seed, index),
             runs=runs,
             stop_ids=sorted(set(stop_ids)),
+            filters=_filters(params),
+            samples=not params.greedy,
         )
         group.results = [None] * runs
         group.unfinished = runs
@@ -217,8 +221,8 @@ class ContinuousBatcher:
                 self.owner[slot] = (group, group.admitted + j)
                 if p.stop:
                     self.stops[slot] = StopStrings(self.tokenizer, p.stop)
-            self._filtering += take * _filters(p)
-            self._sampling += take * (not p.greedy)
+            self._filtering += take * group.filters
+            self._sampling += take * group.samples
             group.admitted += take
             if group.admitted == group.runs:
                 group.prefix = None
@@ -236,7 +240,7 @@ class ContinuousBatcher:
         src = torch.tensor(rows, device=self.device)
         dst = torch.tensor(slots, device=self.device)
         width = max(prefill.lengths[r] for r in set(rows))
-        self.cache.write(dst, [kv[:, src, :, :width] for kv in prefill.kv])
+        self.cache.write(dst, [kv[:, :width].index_select(0, src) for kv in prefill.kv])
         return prefill.logits[src]
 
     # ---- decoding ----------------------------------------------------------------------------
@@ -316,13 +320,15 @@ class ContinuousBatcher:
         if self.tokenizer is not None:
             ids = [end[1] for end in ends]
             texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True)
+        owner, stops = self.owner, self.stops
+        self.active -= len(ends)
         for (slot, ids, lps, reason, matched), text in zip(ends, texts, strict=True):
-            group, sample = self.owner[slot]
-            self.owner[slot] = None
-            self.active -= 1
-            self._filtering -= _filters(group.params)
-            self._sampling -= not group.params.greedy
-            self.stops.pop(slot, None)
+            group, sample = owner[slot]
+            owner[slot] = None
+            self._filtering -= group.filters
+            self._sampling -= group.samples
+            if stops:
+                stops.pop(slot, None)
             if isinstance(matched, str):
                 text = cut_at_stop(text, group.params.stop)
             self._complete(group, sample, Completion(ids, lps, reason, text, matched))

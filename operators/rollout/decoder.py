@@ -24,13 +24,15 @@ from operators.rollout.kv_cache import SlotKVCache
 __all__ = ["Decoder", "LlamaFamilyDecoder", "Prefill", "make_decoder"]
 
 LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "mistral")
+# Decode attention is elementwise up to this many (position, row, head, dim) products.
+ELEMENTWISE_LIMIT = 1 << 22
 
 
 @dataclass
 class Prefill:
     """The cache and next-token logits of a batch of prompts (right-padded to one length)."""
 
-    kv: list[torch.Tensor]  # per layer (2, prompts, kv_heads, length, head_dim): keys, values
+    kv: list[torch.Tensor]  # per layer (prompts, length, 2, kv_heads, head_dim): keys, values
     logits: torch.Tensor  # (prompts, vocab) float32, at each prompt's last token
     lengths: list[int]
 
@@ -181,7 +183,11 @@ class LlamaFamilyDecoder:
         return self.model.lm_head(_rms(self.base.norm, hidden)).float()
 
     def prefill(self, prompts: list[list[int]]) -> Prefill:
-        """One causal forward over right-padded prompts; the padding is never attended to."""
+        """One causal forward over right-padded prompts; the padding is never attended to.
+
+        The last layer runs its output projection and MLP only at each prompt's last token:
+        nothing else reads its other positions (their keys and values come before them).
+        """
         lengths = [len(p) for p in prompts]
         width = max(lengths)
         ids = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -190,21 +196,22 @@ class LlamaFamilyDecoder:
         ids = ids.to(self.device)
         cos, sin = self._rope(torch.arange(width, device=self.device))
         x = self.base.embed_tokens(ids)
+        rows = torch.arange(len(prompts), device=self.device)
+        last = torch.tensor(lengths, device=self.device) - 1
         kv_layers = []
         shape = (len(prompts), width, 2, self.kv_heads, self.head_dim)
-        for layer in self._layers:
+        for index, layer in enumerate(self._layers):
             q, kv = self._qkv(layer, x, cos, sin)
-            kv = kv.reshape(shape).permute(2, 0, 3, 1, 4)
+            kv = kv.reshape(shape)
             kv_layers.append(kv)
-            k, v, q = kv[0], kv[1], q.transpose(1, 2)
+            k, v, q = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2), q.transpose(1, 2)
             out = F.scaled_dot_product_attention(
                 q, k, v, is_causal=True, scale=1.0, enable_gqa=self.groups > 1
-            )
-            x = x + layer.o_proj(out.transpose(1, 2).reshape(*x.shape[:-1], -1))
-            x = self._mlp(layer, x)
-        last = torch.tensor(lengths, device=self.device) - 1
-        hidden = x[torch.arange(len(prompts), device=self.device), last]
-        return Prefill(kv_layers, self._logits(hidden), lengths)
+            ).transpose(1, 2)
+            if index == self.layers - 1:
+                x, out = x[rows, last], out[rows, last]
+            x = self._mlp(layer, x + layer.o_proj(out.reshape(*x.shape[:-1], -1)))
+        return Prefill(kv_layers, self._logits(x), lengths)
 
     def decode(
         self, cache: SlotKVCache, tokens: torch.Tensor, positions: torch.Tensor
@@ -214,21 +221,44 @@ class LlamaFamilyDecoder:
         Writes each slot's new key/value at its position, attends over positions ``<=`` it, and
         returns float32 next-token logits ``(len(tokens), vocab)``.
         """
-        rows, kvh = tokens.shape[0], self.kv_heads
-        span = int(positions.max()) + 1
-        slot = torch.arange(rows, device=self.device)
+        rows, span = tokens.shape[0], int(positions.max()) + 1
         cos, sin = self._rope(positions)
-        hidden = torch.arange(span, device=self.device).unsqueeze(0) > positions.unsqueeze(-1)
-        bias = torch.zeros((rows, 1, 1, span), dtype=torch.float32, device=self.device)
-        bias.masked_fill_(hidden.view(rows, 1, 1, span), float("-inf"))
+        hidden = torch.arange(span, device=self.device).unsqueeze(-1) > positions  # (span, rows)
         x = self.base.embed_tokens(tokens)
         for index, layer in enumerate(self._layers):
             q, kv = self._qkv(layer, x, cos, sin)
-            cached = cache.kv[index]
-            cached[:, slot, :, positions] = kv.view(rows, 2, kvh, self.head_dim)
-            q = q.reshape(rows, kvh, self.groups, self.head_dim)
-            scores = torch.matmul(q, cached[0, :rows, :, :span].transpose(-1, -2)).float()
-            probs = torch.softmax(scores + bias, dim=-1).to(self.dtype)
-            out = torch.matmul(probs, cached[1, :rows, :, :span]).reshape(rows, -1)
+            cache.store(index, positions, kv.view(rows, 2, self.kv_heads, self.head_dim))
+            keys, values = cache.span(index, rows, span)
+            q = q.reshape(rows, self.kv_heads, self.groups, self.head_dim)
+            out = _decode_attention(q, keys, values, hidden).reshape(rows, -1)
             x = self._mlp(layer, x + layer.o_proj(out))
         return self._logits(x)
+
+
+def _decode_attention(
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, hidden: torch.Tensor
+) -> torch.Tensor:
+    """One query per row over its cached positions: ``q`` ``(rows, kv_heads, groups, d)``
+    (already scaled), ``keys``/``values`` ``(span, rows, kv_heads, d)`` position-major,
+    ``hidden`` ``(span, rows)`` true where a position is not attended. Returns
+    ``(rows, kv_heads, groups, d)``.
+
+    Short spans are computed elementwise along the position-major cache, streaming it once (on
+    CPU this beats a batched matmul of ``rows * heads`` tiny matrices several times); long ones,
+    whose elementwise temporaries would be large, go through ``scaled_dot_product_attention``.
+    """
+    span, rows, kv_heads, dim = keys.shape
+    groups = q.shape[2]
+    if span * rows * kv_heads * groups * dim <= ELEMENTWISE_LIMIT:
+        scores = (keys.unsqueeze(-2) * q).sum(-1, dtype=torch.float32)  # (span, rows, kvh, g)
+        scores.masked_fill_(hidden.view(span, rows, 1, 1), float("-inf"))
+        scores = (scores - scores.amax(0, keepdim=True)).exp_()
+        probs = scores.div_(scores.sum(0, keepdim=True)).to(q.dtype)
+        return (probs.unsqueeze(-1) * values.unsqueeze(-2)).sum(0)
+    query = q.reshape(rows, kv_heads * groups, 1, dim)
+    key, value = keys.permute(1, 2, 0, 3), values.permute(1, 2, 0, 3)
+    mask = ~hidden.t().reshape(rows, 1, 1, span)
+    out = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, scale=1.0, enable_gqa=groups > 1
+    )
+    return out.view(rows, kv_heads, groups, dim)

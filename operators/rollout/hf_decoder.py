@@ -53,7 +53,9 @@ class HFDecoder:
         )
         last = torch.tensor(lengths, device=self.device) - 1
         logits = out.logits[torch.arange(len(prompts), device=self.device), last].float()
-        kv = [torch.stack([layer.keys, layer.values]) for layer in cache.layers]
+        kv = [
+            torch.stack([layer.keys, layer.values], dim=2).transpose(1, 3) for layer in cache.layers
+        ]
         return Prefill(kv, logits, lengths)
 
     def decode(
@@ -65,8 +67,7 @@ class HFDecoder:
         hf_cache = self._cache()
         for index in range(self.layers):
             layer = hf_cache.layers[index]
-            past_k = cache.keys(index)[:rows, :, :span]
-            past_v = cache.values(index)[:rows, :, :span]
+            past_k, past_v = cache.slot_major(index, rows, span)
             layer.lazy_initialization(past_k, past_v)
             layer.keys, layer.values = past_k, past_v
         past = torch.arange(span, device=self.device).unsqueeze(0) < positions.unsqueeze(-1)
@@ -78,9 +79,8 @@ class HFDecoder:
             past_key_values=hf_cache,
             use_cache=True,
         )
-        slot = torch.arange(rows, device=self.device)
         for index in range(self.layers):
             layer = hf_cache.layers[index]
             new = torch.stack([layer.keys[:, :, -1], layer.values[:, :, -1]], dim=1)
-            cache.kv[index][:, slot, :, positions] = new
+            cache.store(index, positions, new)
         return out.logits[:, -1].float()

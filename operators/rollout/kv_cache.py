@@ -1,11 +1,13 @@
-"""A preallocated, slot-addressed KV cache: one row per concurrently decoded sequence.
+"""A preallocated, slot-addressed KV cache: one slot per concurrently decoded sequence.
 
-Per layer, keys and values live in one ``(2, slots, kv_heads, capacity, head_dim)`` tensor
-(``[0]`` keys, ``[1]`` values: one index write stores both, and each half keeps the
-batch-major layout that batched matmuls read without copying). It is allocated once and reused
-across steps, requests and calls; a sequence owns one slot and writes position ``p`` of its
-slot at decode time. Slots are refilled without touching the others. The cache only grows (by
-reallocating and copying) when a request needs more slots or positions than any before it.
+Per layer, keys and values live in one ``(2, capacity, slots, kv_heads, head_dim)`` tensor
+(``[0]`` keys, ``[1]`` values), *position-major*: the keys of every slot at position ``p`` are
+one contiguous block. A decode step reads positions ``[0, span)`` of slots ``[0, rows)``, which
+is then one sequential sweep over memory instead of ``rows * kv_heads`` scattered pieces (on CPU
+the scattered layout costs more in cache and TLB misses than the attention arithmetic). It is
+allocated once and reused across steps, requests and calls; a sequence owns one slot and writes
+position ``p`` of it at decode time. The cache only grows (by reallocating and copying) when a
+request needs more slots or positions than any before it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,13 @@ __all__ = ["SlotKVCache"]
 
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
+
+
+def _as_slots(slots: torch.Tensor) -> torch.Tensor | slice:
+    """``slots`` as a slice when it is an ascending run (a strided copy instead of a scatter)."""
+    first = int(slots[0])
+    run = torch.arange(first, first + len(slots), device=slots.device)
+    return slice(first, first + len(slots)) if bool((slots == run).all()) else slots
 
 
 class SlotKVCache:
@@ -47,36 +56,46 @@ class SlotKVCache:
             return False
         new_slots = max(self.slots, _round_up(slots, 8))
         new_cap = max(self.capacity, _round_up(capacity, 32))
-        shape = (2, new_slots, self.kv_heads, new_cap, self.head_dim)
+        shape = (2, new_cap, new_slots, self.kv_heads, self.head_dim)
         kv = []
         for layer in range(self.layers):
             t = torch.zeros(shape, dtype=self.dtype, device=self.device)
             if self.slots:
-                t[:, : self.slots, :, : self.capacity] = self.kv[layer]
+                t[:, : self.capacity, : self.slots] = self.kv[layer]
             kv.append(t)
         self.kv = kv
         self.slots, self.capacity = new_slots, new_cap
         return True
 
-    def keys(self, layer: int) -> torch.Tensor:
-        """Keys of ``layer``: a ``(slots, kv_heads, capacity, head_dim)`` view."""
-        return self.kv[layer][0]
+    def span(self, layer: int, rows: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of positions ``[0, length)`` of slots ``[0, rows)``:
+        two ``(length, rows, kv_heads, head_dim)`` views."""
+        kv = self.kv[layer][:, :length, :rows]
+        return kv[0], kv[1]
 
-    def values(self, layer: int) -> torch.Tensor:
-        """Values of ``layer``: a ``(slots, kv_heads, capacity, head_dim)`` view."""
-        return self.kv[layer][1]
+    def slot_major(self, layer: int, rows: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The same as ``span`` as ``(rows, kv_heads, length, head_dim)`` views (HF's layout)."""
+        keys, values = self.span(layer, rows, length)
+        return keys.permute(1, 2, 0, 3), values.permute(1, 2, 0, 3)
+
+    def store(self, layer: int, positions: torch.Tensor, kv: torch.Tensor) -> None:
+        """Write ``kv`` ``(rows, 2, kv_heads, head_dim)``: row ``i`` to slot ``i`` at
+        ``positions[i]``."""
+        slots = torch.arange(kv.shape[0], device=kv.device)
+        self.kv[layer][:, positions, slots] = kv.transpose(0, 1)
 
     def write(self, dst: torch.Tensor, kv: list[torch.Tensor]) -> None:
-        """Copy prompt caches (per layer ``(2, len(dst), kv_heads, length, head_dim)``) into
+        """Copy prompt caches (per layer ``(len(dst), length, 2, kv_heads, head_dim)``) into
         the first ``length`` positions of slots ``dst``."""
-        length = kv[0].shape[3]
+        length = kv[0].shape[1]
+        where = _as_slots(dst)
         for layer in range(self.layers):
-            self.kv[layer][:, dst, :, :length] = kv[layer]
+            self.kv[layer][:, :length, where] = kv[layer].permute(2, 1, 0, 3, 4)
 
     def move(self, src: torch.Tensor, dst: torch.Tensor, length: int) -> None:
         """Copy the first ``length`` positions of slots ``src`` into slots ``dst``."""
         for layer in range(self.layers):
-            self.kv[layer][:, dst, :, :length] = self.kv[layer][:, src, :, :length]
+            self.kv[layer][:, :length, dst] = self.kv[layer][:, :length, src]
 
     def nbytes(self) -> int:
         """Bytes held by the cache tensors."""

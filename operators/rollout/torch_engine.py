@@ -142,7 +142,8 @@ class TorchEngine:
         ]
         done: dict[int, list[Completion]] = {}
         was_training = self.model.training
-        self.model.eval()
+        if was_training:  # train()/eval() walk every module: only when needed
+            self.model.eval()
         try:
             while len(done) < len(tickets):
                 done.update(self.batcher.step())
@@ -150,5 +151,6 @@ class TorchEngine:
             self.batcher.abort_all()  # leave no half-done work in the shared batcher
             raise
         finally:
-            self.model.train(was_training)
+            if was_training:
+                self.model.train()
         return [done[t] for t in tickets]
