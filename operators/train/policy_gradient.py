@@ -3,6 +3,8 @@
 Consumes rollouts with advantages, runs `epochs` passes of mini-batch AdamW steps (gradient
 accumulation over micro-batches, token-mean by default), and emits one metrics row per
 optimizer step. It owns the policy weights and their version (the weights edge's source).
+Micro-batches hold rows of similar length up to a padded-token budget, and run each GRPO
+group's prompt once (operators.train.prefix_forward) when that saves tokens.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from omegaconf import MISSING
 from operators.hf import load_causal_lm
 from operators.train import checkpoint
 from operators.train import distributed as dist_utils
-from operators.train.batch import PackedBatch, pack
+from operators.train.batch import PackedBatch, pack, plan_micro_batches
 from operators.train.loss import (
     aggregate,
     behaviour_weights,
@@ -29,6 +31,7 @@ from operators.train.loss import (
     ppo_clip_loss,
     token_logprobs,
 )
+from operators.train.prefix_forward import response_logits, supports_shared_prefix
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import col, columns
 from rldag.spec import NodeKind, check_choice, check_positive
@@ -52,7 +55,12 @@ class PolicyGradientParams:
     loss_agg_mode: str = "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean
     epochs: int = 1  # passes over each iteration's batch
     mini_batch_size: int = 0  # sequences per optimizer step; 0 = the whole batch
-    micro_batch_size: int = 64  # sequences per forward/backward (gradient accumulation)
+    # A micro-batch (one forward/backward, gradients accumulate) holds rows of similar length
+    # up to micro_batch_tokens padded tokens (veRL's ppo_max_token_len_per_gpu) and at most
+    # micro_batch_size rows; 0 lifts either limit (both 0: the whole mini-batch at once).
+    micro_batch_tokens: int = 16384
+    micro_batch_size: int = 0
+    shared_prefix: bool = True  # forward each group's shared prompt once, when it saves tokens
     kl_coef: float = 0.0  # KL to the initial policy as a loss term; 0 = no reference model
     kl_estimator: str = "k3"  # k1 | k2 (mse) | k3 (low_var_kl) | abs
     entropy_coef: float = 0.0  # bonus on token entropy
@@ -71,7 +79,8 @@ class PolicyGradientParams:
         check_positive("lr", self.lr)
         check_positive("temperature", self.temperature)
         check_positive("epochs", self.epochs)
-        check_positive("micro_batch_size", self.micro_batch_size)
+        check_positive("micro_batch_size", self.micro_batch_size, allow_zero=True)
+        check_positive("micro_batch_tokens", self.micro_batch_tokens, allow_zero=True)
         check_positive("mini_batch_size", self.mini_batch_size, allow_zero=True)
 
 
@@ -101,6 +110,7 @@ class PolicyGradientTrainer:
         if precision == "auto":
             precision = "bf16" if self.device_type == "cuda" else "fp32"
         self.bf16 = precision == "bf16"
+        self.shared_prefix = params.shared_prefix and supports_shared_prefix(self.model)
 
     def export_weights(self) -> dict[str, torch.Tensor]:
         """The full policy weights (references on one worker; gathered on every rank of a
@@ -124,25 +134,24 @@ class PolicyGradientTrainer:
         if self.rank == 0:
             checkpoint.export_hf(path, self.model, weights, self.p.model_path)
 
-    def _forward(self, mb: PackedBatch) -> torch.Tensor:
-        """Logits aligned with the targets, under bf16 autocast when asked."""
+    def _forward(self, mb: PackedBatch, shared: bool) -> torch.Tensor:
+        """Response logits, under bf16 autocast when asked."""
         with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=self.bf16):
-            out = self.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask)
-        return out.logits[:, :-1]
+            return response_logits(self.model, mb, self.pad_id, shared)
 
-    def _ref_logprobs(self, mb: PackedBatch) -> torch.Tensor | None:
+    def _ref_logprobs(self, mb: PackedBatch, shared: bool) -> torch.Tensor | None:
         if mb.ref_logprobs is not None:
             return mb.ref_logprobs
         if self.ref is None:
             return None
         with torch.no_grad():
-            logits = self.ref(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
-        return token_logprobs(logits[:, :-1], mb.targets, self.p.temperature)
+            logits = response_logits(self.ref, mb, self.pad_id, shared)
+        return token_logprobs(logits, mb.response_ids, self.p.temperature)
 
-    def _micro_loss(self, mb: PackedBatch, scale: float) -> dict[str, float]:
+    def _micro_loss(self, mb: PackedBatch, scale: float, shared: bool) -> dict[str, float]:
         p = self.p
-        logits = self._forward(mb)
-        logp = token_logprobs(logits, mb.targets, p.temperature)
+        logits = self._forward(mb, shared)
+        logp = token_logprobs(logits, mb.response_ids, p.temperature)
         adv = mb.advantages.unsqueeze(-1) * mb.mask
         old, weights = mb.old_logprobs, None
         if mb.prox_logprobs is not None:  # decoupled PPO
@@ -162,7 +171,7 @@ class PolicyGradientTrainer:
         entropy = aggregate(entropy_from_logits(logits, p.temperature), mb.mask, p.loss_agg_mode)
         loss = pg_loss - p.entropy_coef * entropy
         kl = torch.zeros(())
-        ref_logp = self._ref_logprobs(mb) if p.kl_coef else None
+        ref_logp = self._ref_logprobs(mb, shared) if p.kl_coef else None
         if ref_logp is not None:
             kl = aggregate(kl_penalty(logp, ref_logp, p.kl_estimator), mb.mask, p.loss_agg_mode)
             loss = loss + p.kl_coef * kl
@@ -172,15 +181,39 @@ class PolicyGradientTrainer:
         stats["mean_logprob"] = masked_mean(logp.detach(), mb.mask)
         return {k: float(v.detach()) * scale for k, v in stats.items()}
 
+    def _plan(
+        self, batch: PackedBatch, live: bool = True
+    ) -> tuple[list[tuple[torch.Tensor, bool]], bool, float, float]:
+        """This rank's micro-batches as (row indices, live), padded with zero-weighted
+        fillers (row 0, not live) so every rank runs as many; whether they share prompts
+        (agreed by the group: when that saves padded tokens over all ranks); and the group's
+        response tokens and rows."""
+        p = self.p
+        modes = (False, True) if self.shared_prefix else (False,)
+        plans = {
+            m: plan_micro_batches(batch, p.micro_batch_tokens, p.micro_batch_size, m) for m in modes
+        }
+        local = [float(batch.response_lens.sum()), float(batch.rows)]
+        local += [float(plans[m][1]) for m in modes]
+        tokens, rows, *cost = dist_utils.all_reduce(local if live else [0.0] * len(local))
+        shared = len(cost) == 2 and cost[1] < cost[0]
+        micro = [(index, True) for index in plans[shared][0]] if live else []
+        count = int(dist_utils.all_reduce([float(max(len(micro), 1))], "max")[0])
+        filler = (torch.zeros(1, dtype=torch.long), False)
+        return micro + [filler] * (count - len(micro)), shared, tokens, rows
+
     def _proximal(self, batch: PackedBatch) -> torch.Tensor:
         """Log-probs of the current policy before this iteration's updates (no grad)."""
         out = torch.zeros_like(batch.old_logprobs)
+        micro, shared, _, _ = self._plan(batch)
         with torch.no_grad():
-            for lo in range(0, batch.rows, self.p.micro_batch_size):
-                mb = batch.slice(lo, lo + self.p.micro_batch_size)
-                width = mb.targets.shape[1]
-                logp = token_logprobs(self._forward(mb), mb.targets, self.p.temperature)
-                out[lo : lo + mb.rows, :width] = logp.float()
+            for index, live in micro:
+                mb = batch.select(index)
+                logp = token_logprobs(
+                    self._forward(mb, shared), mb.response_ids, self.p.temperature
+                )
+                if live:
+                    out[index.to(out.device), : logp.shape[1]] = logp.float()
         return out
 
     def _fresh(self, table: pa.Table) -> pa.Table:
@@ -195,22 +228,16 @@ class PolicyGradientTrainer:
         the step and joins with a zero-weighted row). Losses are normalised by the group's
         tokens (or sequences), so W ranks match one worker on all rows; every rank runs the
         same number of micro-batches to keep FSDP's collectives aligned."""
-        local_rows = batch.rows if live else 0
-        local_tokens = float(batch.mask.sum()) if live else 0.0
-        tokens, rows = dist_utils.all_reduce([local_tokens, float(local_rows)])
-        micro = max(1, -(-local_rows // self.p.micro_batch_size))
-        micro = int(dist_utils.all_reduce([float(micro)], "max")[0])
+        micro, shared, tokens, rows = self._plan(batch, live)
         totals: dict[str, float] = {}
         self.optimizer.zero_grad(set_to_none=True)
-        for part in np.array_split(np.arange(local_rows), micro):
-            if len(part):
-                mb, weight = batch.slice(int(part[0]), int(part[-1]) + 1), 1.0
-            else:
-                mb, weight = batch.slice(0, 1), 0.0
-            share = float(mb.mask.sum()) / max(tokens, 1.0)
+        for index, live_rows in micro:
+            mb = batch.select(index)
+            share = float(mb.response_lens.sum()) / max(tokens, 1.0)
             if self.p.loss_agg_mode != "token-mean":
                 share = mb.rows / max(rows, 1.0)
-            for k, v in self._micro_loss(mb, weight * share * self.world_size).items():
+            scale = share * self.world_size if live_rows else 0.0
+            for k, v in self._micro_loss(mb, scale, shared).items():
                 totals[k] = totals.get(k, 0.0) + v
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.p.grad_clip)
         self.optimizer.step()

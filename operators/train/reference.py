@@ -10,8 +10,9 @@ import torch
 from omegaconf import MISSING
 
 from operators.hf import load_causal_lm
-from operators.train.batch import pack
+from operators.train.batch import pack, plan_micro_batches
 from operators.train.loss import token_logprobs
+from operators.train.prefix_forward import response_logits, supports_shared_prefix
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import col, columns
 from rldag.spec import NodeKind, PoolName, check_positive
@@ -23,12 +24,15 @@ class ReferenceParams:
 
     model_path: str = MISSING  # the reference (usually the initial policy)
     temperature: float = 1.0  # the generate node's temperature
-    micro_batch_size: int = 64
+    micro_batch_tokens: int = 16384  # padded tokens per forward; 0 = no limit
+    micro_batch_size: int = 0  # rows per forward; 0 = no limit
+    shared_prefix: bool = True  # forward each group's shared prompt once, when it saves tokens
     device: str = "cpu"
 
     def __post_init__(self) -> None:
         check_positive("temperature", self.temperature)
-        check_positive("micro_batch_size", self.micro_batch_size)
+        check_positive("micro_batch_tokens", self.micro_batch_tokens, allow_zero=True)
+        check_positive("micro_batch_size", self.micro_batch_size, allow_zero=True)
 
 
 class ReferencePolicy:
@@ -38,18 +42,27 @@ class ReferencePolicy:
         self.p = params
         self.model = load_causal_lm(params.model_path, device=params.device).eval()
         self.pad_id = self.model.config.pad_token_id or 0
+        self.shared_prefix = params.shared_prefix and supports_shared_prefix(self.model)
 
     def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
         table = inputs["rollouts"]
         batch = pack(table, self.pad_id, self.p.device)
-        out: list[list[float]] = []
+        p = self.p
+        modes = (False, True) if self.shared_prefix else (False,)
+        plans = [
+            (plan_micro_batches(batch, p.micro_batch_tokens, p.micro_batch_size, m), m)
+            for m in modes
+        ]
+        (micro, _), shared = min(plans, key=lambda plan: plan[0][1])  # fewest padded tokens
+        out: list[list[float]] = [[] for _ in range(batch.rows)]
         with torch.no_grad():
-            for lo in range(0, batch.rows, self.p.micro_batch_size):
-                mb = batch.slice(lo, lo + self.p.micro_batch_size)
-                logits = self.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask)
-                logp = token_logprobs(logits.logits[:, :-1], mb.targets, self.p.temperature)
-                for row, mask in zip(logp, mb.mask, strict=True):
-                    out.append(row[mask.bool()].tolist())
+            for index in micro:
+                mb = batch.select(index)
+                logits = response_logits(self.model, mb, self.pad_id, shared)
+                logp = token_logprobs(logits, mb.response_ids, p.temperature)
+                lens = mb.response_lens.tolist()
+                for row, values, n in zip(index.tolist(), logp.tolist(), lens, strict=True):
+                    out[row] = values[:n]
         return table.append_column("ref_logprobs", pa.array(out, pa.list_(pa.float32())))
 
 
