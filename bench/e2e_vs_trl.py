@@ -90,7 +90,7 @@ def reward(completion: str, truth: str) -> float:
 def run_trl(task: Path, work: Work) -> Result:
     """TRL 1.x GRPOTrainer on CPU; per-step times from a callback."""
     from datasets import Dataset
-    from transformers import AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     data = problems(task)
@@ -145,6 +145,7 @@ def run_trl(task: Path, work: Work) -> Result:
             processing_class=AutoTokenizer.from_pretrained(task / "model"),
             callbacks=[timer],
         )
+        trainer.remove_callback(PrinterCallback)  # no per-step log dicts on stdout
         trainer.train()
     return Result("TRL GRPOTrainer", timer.times)
 

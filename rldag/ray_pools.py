@@ -31,6 +31,7 @@ from rldag.worker import PoolWorker
 
 log = logging.getLogger("rldag.pools")
 READY_TIMEOUT_S = 120
+INLINE_BYTES = 100_000  # Ray passes arguments up to this size inside the call itself
 
 
 def connect(ray_spec: RaySpec) -> None:
@@ -133,7 +134,9 @@ class RayPools:
         rest = {k: v for k, v in inputs.items() if k != primary}
         # One copy into the object store; each worker slices its rows out of it zero-copy
         # (pickling a slice would ship the whole buffers of list columns to every worker).
-        ref = ray.put(table)
+        # One worker, or a table small enough for Ray to inline in the call, goes as is.
+        shared = len(workers) > 1 and table.nbytes > INLINE_BYTES
+        ref = ray.put(table) if shared else table
         if node.op.dispatch == "replicate":
             selections: list = [None] * len(workers)
         elif node.op.dispatch == "balanced":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -60,6 +61,10 @@ class Run:
     _seconds: dict[tuple[int, str], float] = field(default_factory=dict)
     _sync_s: dict[int, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _writer: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="rldag-persist")
+    )
+    _pending: list[tuple[str, Future]] = field(default_factory=list)
 
     @classmethod
     def start(
@@ -112,10 +117,13 @@ class Run:
             raise RunError(f"node '{name}' returned a table that breaks its schema: {problems}")
         seconds = time.perf_counter() - start
         rel = f"{self.run_id}/iter={iteration}/{name}.parquet"
-        if self._persists(name):
-            handle = self.storage.write_table(rel, table)
-        else:
-            handle = TableHandle("", table.num_rows, table.nbytes, tuple(table.column_names))
+        uri = ""
+        if self._persists(name):  # written in the background; finish_iteration waits for it
+            uri = self.storage.uri(rel)
+            future = self._writer.submit(self.storage.write_table, rel, table)
+            with self._lock:
+                self._pending.append((uri, future))
+        handle = TableHandle(uri, table.num_rows, table.nbytes, tuple(table.column_names))
         with self._lock:
             self._tables[(iteration, name)] = table
             self._seconds[(iteration, name)] = seconds
@@ -126,8 +134,23 @@ class Run:
         """A table of the iteration in flight."""
         return self._tables[(iteration, name)]
 
+    def flush(self) -> None:
+        """Wait until every edge table handed out so far is stored; a failed write is a
+        RunError naming the file."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        failed = None
+        for uri, future in pending:
+            err = future.exception()
+            if err is not None and failed is None:
+                failed = RunError(f"could not store {uri}: {err!r}")
+        if failed is not None:
+            raise failed
+
     def finish_iteration(self, iteration: int, seconds: float) -> dict[str, float]:
-        """Compute the iteration's metrics, rewrite metrics.parquet, free its tables."""
+        """Wait for the iteration's edge tables to be stored, compute its metrics, rewrite
+        metrics.parquet, free its tables."""
+        self.flush()
         names = self.graph.order
         tables = {n: self._tables[(iteration, n)] for n in names if (iteration, n) in self._tables}
         node_s = {n: self._seconds.get((iteration, n), 0.0) for n in names}
@@ -158,6 +181,7 @@ class Run:
             self.close()
 
     def close(self) -> None:
-        """Release the pools and forget the run."""
+        """Finish pending writes, release the pools and forget the run."""
+        self._writer.shutdown(wait=True)
         self.runner.close()
         _ACTIVE.pop(self.run_id, None)
