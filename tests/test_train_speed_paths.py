@@ -11,24 +11,35 @@ import pyarrow as pa
 import pytest
 import torch
 
-from operators.train.batch import pack, plan_micro_batches
+from operators.train.batch import pack
 from operators.train.loss import token_logprobs
+from operators.train.micro_batches import plan_micro_batches
 from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
 from operators.train.reference import ReferenceParams, ReferencePolicy
 from tests.tiny_models import VOCAB, random_causal_lm
 
 
-def grpo_table(groups: int = 5, seed: int = 0) -> pa.Table:
-    """Groups of 1-4 samples sharing a prompt of 1-6 tokens; responses of 0-5 tokens."""
+def grpo_table(
+    groups: int = 5,
+    seed: int = 0,
+    prompt_len: tuple[int, int] = (1, 6),
+    response_len: tuple[int, int] = (0, 5),
+    long_row: int | None = None,
+) -> pa.Table:
+    """Groups of 1-4 samples sharing a prompt of 1-6 tokens; responses of 0-5 tokens (or the
+    given length ranges); row `long_row`, if given, answers with 30 tokens."""
     rng = np.random.default_rng(seed)
     prompts, responses = [], []
     for _ in range(groups):
-        prompt = rng.integers(3, VOCAB, size=int(rng.integers(1, 7))).tolist()
+        prompt = rng.integers(3, VOCAB, size=int(rng.integers(*prompt_len, endpoint=True)))
         for _ in range(int(rng.integers(1, 5))):
-            prompts.append(prompt)
-            responses.append(rng.integers(3, VOCAB, size=int(rng.integers(0, 6))).tolist())
+            prompts.append(prompt.tolist())
+            size = int(rng.integers(*response_len, endpoint=True))
+            responses.append(rng.integers(3, VOCAB, size=size).tolist())
     responses[0] = responses[0] or [5]  # at least one token to learn from
+    if long_row is not None:
+        responses[long_row] = rng.integers(3, VOCAB, size=30).tolist()
     return pa.table(
         {
             "prompt_ids": pa.array(prompts, pa.list_(pa.int32())),
@@ -61,11 +72,31 @@ def test_micro_batch_plan_respects_limits(shared):
     rows = torch.cat(plan).sort().values
     assert rows.tolist() == list(range(batch.rows))  # every row exactly once
     assert all(len(index) <= 5 for index in plan)
-    assert total == sum(plan_micro_batches(batch.select(i), shared=shared)[1] for i in plan)
+    assert total == sum(_padded(batch.select(i), shared) for i in plan)
     for index in plan:
         if len(index) > 1:
-            assert plan_micro_batches(batch.select(index), shared=shared)[1] <= 24
-    assert len(plan_micro_batches(batch)[0]) == 1  # no limits: one micro-batch
+            assert _padded(batch.select(index), shared) <= 24
+
+
+def _padded(mb, shared: bool) -> int:
+    """Tokens one forward over `mb` processes, padding included (computed from scratch)."""
+    prompt, response = int(mb.prompt_lens.max()), int(mb.response_lens.max())
+    if shared:
+        return mb.groups * prompt + mb.rows * max(response - 1, 1)
+    return mb.rows * int((mb.prompt_lens + mb.response_lens).max())
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_skewed_lengths_split_only_where_it_pays(shared):
+    """RL batches are skewed: most answers end early, one runs long. The planner cuts the long
+    row off instead of padding every short one to it, but leaves even batches whole."""
+    even = pack(grpo_table(groups=8, prompt_len=(4, 4), response_len=(3, 3)), pad_id=0)
+    assert len(plan_micro_batches(even, shared=shared)[0]) == 1
+    lengths = {"prompt_len": (4, 4), "response_len": (2, 2)}
+    skewed = pack(grpo_table(groups=8, long_row=5, **lengths), pad_id=0)  # one 30-token answer
+    plan, total = plan_micro_batches(skewed, shared=shared)
+    assert len(plan) == 2 and 5 in plan[-1].tolist() and len(plan[-1]) < len(plan[0])
+    assert total < _padded(skewed, shared) / 2
 
 
 def test_shared_prefix_matches_plain_forward():

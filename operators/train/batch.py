@@ -1,4 +1,4 @@
-"""Packing rollout rows into padded training tensors, and grouping them into micro-batches.
+"""Packing rollout rows into padded training tensors.
 
 Per-token tensors are in response layout: position t of `response_ids`, `mask` and the
 log-prob tensors is response token t, whose logit comes from the sequence position
@@ -8,7 +8,7 @@ can run their prompt once (operators.train.prefix_forward).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pyarrow as pa
@@ -112,74 +112,3 @@ def pack(table: pa.Table, pad_id: int, device: str = "cpu") -> PackedBatch:
         group=torch.from_numpy(_groups(prompts, prompt_lens)).to(device),
         ref_logprobs=values("ref_logprobs"),
     )
-
-
-def padded_tokens(
-    rows: int, groups: int, prompt: int, response: int, sequence: int, shared: bool
-) -> int:
-    """Tokens one forward processes, padding included, for `rows` rows of `groups` distinct
-    prompts, longest prompt, response and prompt + response: the full sequences (plain), or
-    each distinct prompt once plus the responses but their last token (shared)."""
-    if shared:
-        return groups * prompt + rows * max(response - 1, 1)
-    return rows * sequence
-
-
-@dataclass
-class _Bin:
-    """A micro-batch being filled: its rows and what its padded size depends on."""
-
-    rows: list[int] = field(default_factory=list)
-    groups: set[int] = field(default_factory=set)
-    prompt: int = 0
-    response: int = 0
-    sequence: int = 0
-
-    def cost(self, shared: bool, add: tuple[int, int, int] | None = None) -> int:
-        """Padded tokens, after adding a row (group, prompt len, response len) if given."""
-        g, p, r = add if add is not None else (-1, 0, 0)
-        return padded_tokens(
-            len(self.rows) + (add is not None),
-            len(self.groups) + (add is not None and g not in self.groups),
-            max(self.prompt, p),
-            max(self.response, r),
-            max(self.sequence, p + r),
-            shared,
-        )
-
-    def add(self, row: int, group: int, prompt: int, response: int) -> None:
-        self.rows.append(row)
-        self.groups.add(group)
-        self.prompt, self.response = max(self.prompt, prompt), max(self.response, response)
-        self.sequence = max(self.sequence, prompt + response)
-
-
-def plan_micro_batches(
-    batch: PackedBatch, max_tokens: int = 0, max_rows: int = 0, shared: bool = False
-) -> tuple[list[torch.Tensor], int]:
-    """Row indices of each micro-batch, and their padded tokens in all. Rows are ordered by
-    length (kept together by prompt group when `shared`), then cut greedily so a micro-batch
-    holds at most `max_rows` rows and `max_tokens` padded tokens (0: no limit; a longer
-    single row goes alone)."""
-    plens, rlens = batch.prompt_lens.tolist(), batch.response_lens.tolist()
-    group = batch.group.tolist()
-    if shared:  # groups by their longest response, then prompt length; rows by response
-        longest: dict[int, int] = {}
-        for g, r in zip(group, rlens, strict=True):
-            longest[g] = max(longest.get(g, 0), r)
-        key = [(longest[g], p, g, r) for g, p, r in zip(group, plens, rlens, strict=True)]
-    else:
-        key = [p + r for p, r in zip(plens, rlens, strict=True)]
-    bins = [_Bin()]
-    for i in sorted(range(len(key)), key=key.__getitem__):
-        row = (group[i], plens[i], rlens[i])
-        last = bins[-1]
-        if last.rows and (
-            (max_rows and len(last.rows) >= max_rows)
-            or (max_tokens and last.cost(shared, row) > max_tokens)
-        ):
-            bins.append(_Bin())
-        bins[-1].add(i, *row)
-    bins = [b for b in bins if b.rows]
-    total = sum(b.cost(shared) for b in bins)
-    return [torch.tensor(b.rows, dtype=torch.long) for b in bins], total

@@ -21,7 +21,7 @@ from omegaconf import MISSING
 from operators.hf import load_causal_lm
 from operators.train import checkpoint
 from operators.train import distributed as dist_utils
-from operators.train.batch import PackedBatch, pack, plan_micro_batches
+from operators.train.batch import PackedBatch, pack
 from operators.train.loss import (
     aggregate,
     behaviour_weights,
@@ -31,6 +31,7 @@ from operators.train.loss import (
     ppo_clip_loss,
     token_logprobs,
 )
+from operators.train.micro_batches import plan_micro_batches
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import col, columns
@@ -213,7 +214,7 @@ class PolicyGradientTrainer:
                     self._forward(mb, shared), mb.response_ids, self.p.temperature
                 )
                 if live:
-                    out[index.to(out.device), : logp.shape[1]] = logp.float()
+                    out[index.to(out.device), : logp.shape[1]] = logp.float() * mb.mask
         return out
 
     def _fresh(self, table: pa.Table) -> pa.Table:

@@ -10,8 +10,9 @@ import torch
 from omegaconf import MISSING
 
 from operators.hf import load_causal_lm
-from operators.train.batch import pack, plan_micro_batches
+from operators.train.batch import pack
 from operators.train.loss import token_logprobs
+from operators.train.micro_batches import plan_micro_batches
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import col, columns
