@@ -22,7 +22,7 @@ import torch
 
 from operators.rollout.decoder import Decoder, Prefill
 from operators.rollout.kv_cache import SlotKVCache
-from operators.rollout.rng import group_key, uniforms
+from operators.rollout.rng import group_key
 from operators.rollout.sampling import Completion, SamplingParams, sample_rows
 from operators.rollout.slot_state import SlotState
 from operators.rollout.stops import StopStrings, cut_at_stop
@@ -265,7 +265,7 @@ class ContinuousBatcher:
             self.s.temperature[sel],
             self.s.top_k[sel],
             self.s.top_p[sel],
-            uniforms(self.s.key[sel], step),
+            self.s.unif[sel].gather(1, step.unsqueeze(-1)).squeeze(-1),
             filtering=self._filtering > 0,
             sampling=self._sampling > 0,
         )

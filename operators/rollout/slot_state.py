@@ -1,9 +1,9 @@
 """Per-slot decoding state of the continuous batcher, as preallocated tensors.
 
 One entry per KV-cache slot: where the next token goes (``pos``), the token to feed
-(``token``), how many tokens were generated (``count``), the sequence's RNG key, its sampling
-parameters, its stop-token table, whether it is live (``alive``), and its generated tokens and
-log-probs so far (``out_tok``, ``out_lp``).
+(``token``), how many tokens were generated (``count``), the sequence's RNG key and its
+precomputed uniforms (``unif``), its sampling parameters, its stop-token table, whether it is
+live (``alive``), and its generated tokens and log-probs so far (``out_tok``, ``out_lp``).
 Everything is written with one indexed copy per field, so admitting or releasing many slots
 costs a handful of tensor ops.
 """
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import torch
 
-from operators.rollout.rng import sample_keys
+from operators.rollout.rng import sample_keys, uniforms
 
 __all__ = ["SlotState"]
 
 _LONG = ("pos", "token", "count", "key", "top_k", "max_new")
-_FIELDS = (*_LONG, "temperature", "top_p", "alive", "stop_tab", "out_tok", "out_lp")
+_FIELDS = (*_LONG, "temperature", "top_p", "alive", "stop_tab", "out_tok", "out_lp", "unif")
 
 
 class SlotState:
@@ -44,7 +44,7 @@ class SlotState:
         fresh["top_p"] = torch.ones(n, dtype=torch.float32, device=dev)
         fresh["alive"] = torch.zeros(n, dtype=torch.bool, device=dev)
         fresh["stop_tab"] = torch.full((n, shape[2]), -1, dtype=torch.long, device=dev)
-        for name in ("out_tok", "out_lp"):
+        for name in ("out_tok", "out_lp", "unif"):
             dtype = torch.long if name == "out_tok" else torch.float32
             fresh[name] = torch.zeros((n, shape[1]), dtype=dtype, device=dev)
         for name, tensor in fresh.items():
@@ -71,6 +71,8 @@ class SlotState:
             torch.tensor(rows["key"], device=dev), torch.tensor(rows["sample"], device=dev)
         )
         self.key[slot] = keys
+        steps = torch.arange(max(rows["max_new"]), device=dev)
+        self.unif[slot, : steps.shape[0]] = uniforms(keys.unsqueeze(-1), steps)
         width = self.stop_tab.shape[1]
         table = [ids + [-1] * (width - len(ids)) for ids in rows["stop"]]
         self.stop_tab[slot] = torch.tensor(table, dtype=torch.long, device=dev)
