@@ -17,6 +17,7 @@ from flows.artifacts import (
     update_progress,
 )
 from flows.pipeline_param import pipeline_file
+from flows.publisher import Publisher
 from flows.run_logs import forward_rldag_logs
 from flows.settings import without_heartbeats
 from rldag import checkpoints
@@ -25,6 +26,8 @@ from rldag.run import Run, get_run, notify
 from rldag.spec import load_pipeline
 from rldag.storage import TableHandle
 from tasks.nodes import node_task
+
+_PUBLISHERS: dict[str, Publisher] = {}  # run id -> its artifact publisher (flow params stay small)
 
 
 @flow(flow_run_name="iteration-{iteration}", validate_parameters=False, persist_result=False)
@@ -41,7 +44,7 @@ def iteration_flow(run_id: str, iteration: int, weights: TableHandle | None) -> 
     handles = {name: future.result() for name, future in futures.items()}
     rollouts = iteration_rollouts(run, iteration)
     metrics = run.finish_iteration(iteration, time.perf_counter() - start)
-    publish_iteration(run, iteration, metrics, rollouts)
+    _PUBLISHERS[run_id].submit(publish_iteration, run, iteration, metrics, rollouts)
     notify("iteration", run, iteration, metrics)
     trainers = [n for n in run.graph.order if run.graph.nodes[n].kind == "train"]
     return handles[trainers[-1]] if trainers else None
@@ -52,16 +55,19 @@ def run_iterations(run: Run, first: int = 0) -> str:
     calling flow gets a live progress artifact and, at the end, the reward curve."""
     notify("start", run, first)
     progress = start_progress(run)
+    publisher = _PUBLISHERS[run.run_id] = Publisher()
     weights = None
     try:
         with without_heartbeats():
             for i in range(first, run.loaded.spec.iterations):
                 weights = iteration_flow(run.run_id, i, weights)
                 checkpoints.save_if_due(run, i)
-                update_progress(progress, run, i + 1)
+                last = i + 1 == run.loaded.spec.iterations
+                publisher.progress(update_progress, progress, run, i + 1, final=last)
         if run.loaded.spec.checkpoint.export_hf:
             checkpoints.export_policy(run)
     finally:
+        _PUBLISHERS.pop(run.run_id).close()
         publish_reward_curve(run)  # also for a failed run: the iterations it finished
         run.close()
     notify("end", run)
