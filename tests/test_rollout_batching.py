@@ -33,6 +33,28 @@ def test_continuous_batching_matches_one_at_a_time(model) -> None:
             torch.testing.assert_close(got.logprobs, ref.logprobs, atol=1e-5, rtol=0)
 
 
+def test_identical_sequences_decoded_once_give_the_same_results(model) -> None:
+    """Samples of a group that drew the same tokens are one sequence: decoding it once for all
+    of them (dedup) gives every sample exactly what decoding each gives, mid-flight refills
+    and compaction included."""
+    params = SamplingParams(n=8, temperature=0.3, max_new_tokens=12, seed=5)  # peaked: repeats
+    results = {}
+    for dedup in (True, False):
+        engine = TorchEngine(model, max_batch_size=20)
+        engine.batcher.deduplicate = dedup
+        results[dedup] = engine.generate(PROMPTS, params)
+        if dedup:
+            assert engine.batcher.deduplicated_rows > 0  # it did take the shortcut
+    assert _tokens(results[True]) == _tokens(results[False])
+    for group, ref_group in zip(results[True], results[False], strict=True):
+        for got, ref in zip(group, ref_group, strict=True):
+            assert got.finish_reason == ref.finish_reason
+            # float rounding only: fewer rows change the matmuls' blocking, not their math
+            torch.testing.assert_close(got.logprobs, ref.logprobs, atol=1e-4, rtol=0)
+    tokens = [tuple(ids) for group in _tokens(results[True]) for ids in group]
+    assert len(set(tokens)) > len(PROMPTS)  # the samples still diverge where they drew apart
+
+
 def test_full_batch_and_slot_refill_give_identical_tokens(model) -> None:
     params = SamplingParams(n=4, temperature=0.9, top_p=0.95, max_new_tokens=10, seed=3)
     wide = _tokens(TorchEngine(model, max_batch_size=64).generate(PROMPTS, params))
@@ -115,3 +137,26 @@ def test_groups_submitted_mid_flight_join_and_match_solo_runs(model) -> None:
     solo = TorchEngine(model, max_batch_size=1).generate(PROMPTS, params)
     for ticket, i in tickets.items():
         assert [c.token_ids for c in done[ticket]] == [c.token_ids for c in solo[i]]
+
+
+@pytest.mark.parametrize(
+    ("dst", "src"),
+    [
+        ([2, 3, 4, 5, 6, 7], [1, 1, 1, 2, 2, 2]),  # a run of slots, each prompt's samples in a row
+        ([2, 3, 4, 5], [0, 2, 2, 1]),  # a run of slots, rows in any order
+        ([6, 1, 4], [2, 0, 2]),  # scattered slots (refills into holes)
+    ],
+)
+def test_prompt_caches_land_in_their_slots(dst: list[int], src: list[int]) -> None:
+    from operators.rollout.kv_cache import SlotKVCache
+
+    cache = SlotKVCache(2, 2, 4, dtype=torch.float32, device=torch.device("cpu"))
+    cache.ensure(8, 16)
+    before = [t.clone() for t in cache.kv]
+    prompts = [torch.randn(3, 5, 2, 2, 4) for _ in range(2)]  # (prompts, length, k/v, heads, d)
+    cache.write(torch.tensor(dst), prompts, torch.tensor(src))
+    for layer, kv in enumerate(cache.kv):
+        expected = before[layer]
+        for slot, row in zip(dst, src, strict=True):
+            expected[:, :5, slot] = prompts[layer][row].permute(1, 0, 2, 3)
+        torch.testing.assert_close(kv, expected, atol=0, rtol=0)

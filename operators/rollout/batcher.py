@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from operators.rollout import dedup
 from operators.rollout.decoder import Decoder, Prefill
 from operators.rollout.kv_cache import SlotKVCache
 from operators.rollout.rng import group_key
@@ -65,8 +66,12 @@ class ContinuousBatcher:
         max_batch_size: int = 256,
         tokenizer: Any = None,
         max_prefill_tokens: int = 8192,
+        deduplicate: bool = True,
     ) -> None:
         self.decoder = decoder
+        self.deduplicate = deduplicate  # decode identical sequences once (dedup.py)
+        self.deduplicated_rows = 0  # rows whose matmuls were skipped that way, in all
+        self._next_cls = 0
         self.max_batch_size = max_batch_size
         self.tokenizer = tokenizer
         self.max_prefill_tokens = max_prefill_tokens
@@ -203,7 +208,7 @@ class ContinuousBatcher:
         slots: list[int] = []
         rows: dict[int, tuple[Prefill, list[int], list[int]]] = {}  # by prefill: rows, slots
         per_row: dict[str, list] = {k: [] for k in ("pos", "temp", "top_k", "top_p", "max_new")}
-        per_row |= {"key": [], "sample": [], "stop": []}
+        per_row |= {"key": [], "sample": [], "stop": [], "cls": []}
         for group, group_slots in plan:
             p, (prefill, row), take = group.params, group.prefix, len(group_slots)
             entry = rows.setdefault(id(prefill), (prefill, [], []))
@@ -217,6 +222,8 @@ class ContinuousBatcher:
             ):  # fmt: skip
                 per_row[name] += [value] * take
             per_row["sample"] += range(group.admitted, group.admitted + take)
+            per_row["cls"] += [self._next_cls] * take  # same prompt, nothing drawn yet
+            self._next_cls += 1
             for j, slot in enumerate(group_slots):
                 self.owner[slot] = (group, group.admitted + j)
                 if p.stop:
@@ -240,7 +247,7 @@ class ContinuousBatcher:
         src = torch.tensor(rows, device=self.device)
         dst = torch.tensor(slots, device=self.device)
         width = max(prefill.lengths[r] for r in set(rows))
-        self.cache.write(dst, [kv[:, :width].index_select(0, src) for kv in prefill.kv])
+        self.cache.write(dst, [kv[:, :width] for kv in prefill.kv], src)
         return prefill.logits[src]
 
     # ---- decoding ----------------------------------------------------------------------------
@@ -248,7 +255,10 @@ class ContinuousBatcher:
     def _decode(self) -> None:
         """One token for every slot in ``[0, hi)``; holes compute garbage that is never kept."""
         hi = self.hi
-        logits = self.decoder.decode(self.cache, self.s.token[:hi], self.s.pos[:hi])
+        unique = dedup.plan(self.s.cls[:hi], self.s.alive[:hi]) if self.deduplicate else None
+        if unique is not None:
+            self.deduplicated_rows += hi - unique[0].shape[0]
+        logits = self.decoder.decode(self.cache, self.s.token[:hi], self.s.pos[:hi], unique)
         self.s.pos[:hi] += self.s.alive[:hi]
         self._sample(torch.arange(hi, device=self.device), logits, contiguous=True)
 
@@ -281,6 +291,7 @@ class ContinuousBatcher:
             step = step + 1
         self.s.count[sel] = step
         self.s.token[sel] = tokens
+        self.s.cls[sel], self._next_cls = dedup.relabel(self.s.cls[sel], tokens, self._next_cls)
         hit = (self.s.stop_tab[sel] == tokens.unsqueeze(-1)).any(-1)
         done = hit | (step >= self.s.max_new[sel])
         if alive is not None:

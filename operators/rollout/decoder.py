@@ -49,7 +49,11 @@ class Decoder(Protocol):
     def prefill(self, prompts: list[list[int]]) -> Prefill: ...
 
     def decode(
-        self, cache: SlotKVCache, tokens: torch.Tensor, positions: torch.Tensor
+        self,
+        cache: SlotKVCache,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        unique: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor: ...
 
 
@@ -214,25 +218,35 @@ class LlamaFamilyDecoder:
         return Prefill(kv_layers, self._logits(x), lengths)
 
     def decode(
-        self, cache: SlotKVCache, tokens: torch.Tensor, positions: torch.Tensor
+        self,
+        cache: SlotKVCache,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        unique: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Feed ``tokens[i]`` at ``positions[i]`` of slot ``i`` (slots ``0..len(tokens)-1``).
 
         Writes each slot's new key/value at its position, attends over positions ``<=`` it, and
-        returns float32 next-token logits ``(len(tokens), vocab)``.
+        returns float32 next-token logits ``(len(tokens), vocab)``. With ``unique`` =
+        ``(reps, inverse)`` (rows ``reps[inverse]`` hold the same sequences as all rows,
+        ``operators.rollout.dedup``) the projections and MLPs run on ``reps`` only.
         """
         rows, span = tokens.shape[0], int(positions.max()) + 1
-        cos, sin = self._rope(positions)
+        reps, inverse = unique if unique is not None else (None, None)
+        cos, sin = self._rope(positions if reps is None else positions[reps])
         hidden = torch.arange(span, device=self.device).unsqueeze(-1) > positions  # (span, rows)
-        x = self.base.embed_tokens(tokens)
+        x = self.base.embed_tokens(tokens if reps is None else tokens[reps])
         for index, layer in enumerate(self._layers):
             q, kv = self._qkv(layer, x, cos, sin)
+            if inverse is not None:
+                q, kv = q[inverse], kv[inverse]
             cache.store(index, positions, kv.view(rows, 2, self.kv_heads, self.head_dim))
             keys, values = cache.span(index, rows, span)
             q = q.reshape(rows, self.kv_heads, self.groups, self.head_dim)
             out = _decode_attention(q, keys, values, hidden).reshape(rows, -1)
-            x = self._mlp(layer, x + layer.o_proj(out))
-        return self._logits(x)
+            x = self._mlp(layer, x + layer.o_proj(out if reps is None else out[reps]))
+        logits = self._logits(x)
+        return logits if inverse is None else logits[inverse]
 
 
 def _decode_attention(

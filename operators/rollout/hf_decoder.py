@@ -59,9 +59,14 @@ class HFDecoder:
         return Prefill(kv, logits, lengths)
 
     def decode(
-        self, cache: SlotKVCache, tokens: torch.Tensor, positions: torch.Tensor
+        self,
+        cache: SlotKVCache,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        unique: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Same contract as ``LlamaFamilyDecoder.decode``."""
+        """Same contract as ``LlamaFamilyDecoder.decode`` (every row is computed: ``unique``
+        is only a hint)."""
         rows = tokens.shape[0]
         span = int(positions.max())  # past positions the widest slot has
         hf_cache = self._cache()

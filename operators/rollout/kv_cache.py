@@ -28,6 +28,16 @@ def _as_slots(slots: torch.Tensor) -> torch.Tensor | slice:
     return slice(first, first + len(slots)) if bool((slots == run).all()) else slots
 
 
+def _block_repeat(rows: list[int]) -> tuple[int, int, int] | None:
+    """``(first, count, repeats)`` when ``rows`` is ``first .. first + count - 1`` with each
+    repeated ``repeats`` times in a row, else None."""
+    repeats = next((i for i, r in enumerate(rows) if r != rows[0]), len(rows))
+    count, rest = divmod(len(rows), repeats)
+    if rest or rows != [rows[0] + i // repeats for i in range(len(rows))]:
+        return None
+    return rows[0], count, repeats
+
+
 class SlotKVCache:
     """Keys/values of ``layers`` attention layers for up to ``slots`` sequences."""
 
@@ -84,13 +94,22 @@ class SlotKVCache:
         slots = torch.arange(kv.shape[0], device=kv.device)
         self.kv[layer][:, positions, slots] = kv.transpose(0, 1)
 
-    def write(self, dst: torch.Tensor, kv: list[torch.Tensor]) -> None:
-        """Copy prompt caches (per layer ``(len(dst), length, 2, kv_heads, head_dim)``) into
-        the first ``length`` positions of slots ``dst``."""
+    def write(self, dst: torch.Tensor, kv: list[torch.Tensor], src: torch.Tensor) -> None:
+        """Copy prompt caches into the first ``length`` positions of slots ``dst``: slot
+        ``dst[i]`` gets row ``src[i]`` of the per-layer ``(prompts, length, 2, kv_heads,
+        head_dim)`` tensors ``kv``. The usual admission (each prompt's samples in a run of
+        slots) is one broadcast copy per layer, without gathering the rows first."""
         length = kv[0].shape[1]
-        where = _as_slots(dst)
+        where, block = _as_slots(dst), _block_repeat(src.tolist())
         for layer in range(self.layers):
-            self.kv[layer][:, :length, where] = kv[layer].permute(2, 1, 0, 3, 4)
+            source = kv[layer].permute(2, 1, 0, 3, 4)  # (2, length, prompts, kv_heads, dim)
+            if isinstance(where, slice) and block is not None:
+                first, count, repeats = block
+                target = self.kv[layer][:, :length, where]
+                shape = (2, length, count, repeats, self.kv_heads, self.head_dim)
+                target.view(shape).copy_(source[:, :, first : first + count].unsqueeze(3))
+            else:
+                self.kv[layer][:, :length, where] = source.index_select(2, src)
 
     def move(self, src: torch.Tensor, dst: torch.Tensor, length: int) -> None:
         """Copy the first ``length`` positions of slots ``src`` into slots ``dst``."""

@@ -1,7 +1,8 @@
 """Per-slot decoding state of the continuous batcher, as preallocated tensors.
 
 One entry per KV-cache slot: where the next token goes (``pos``), the token to feed
-(``token``), how many tokens were generated (``count``), the sequence's RNG key and its
+(``token``), how many tokens were generated (``count``), its dedup class (``cls``), the
+sequence's RNG key and its
 precomputed uniforms (``unif``), its sampling parameters, its stop-token table, whether it is
 live (``alive``), and its generated tokens and log-probs so far (``out_tok``, ``out_lp``).
 Everything is written with one indexed copy per field, so admitting or releasing many slots
@@ -16,7 +17,7 @@ from operators.rollout.rng import sample_keys, uniforms
 
 __all__ = ["SlotState"]
 
-_LONG = ("pos", "token", "count", "key", "top_k", "max_new")
+_LONG = ("pos", "token", "count", "key", "top_k", "max_new", "cls")
 _FIELDS = (*_LONG, "temperature", "top_p", "alive", "stop_tab", "out_tok", "out_lp", "unif")
 
 
@@ -56,8 +57,8 @@ class SlotState:
 
     def admit(self, slots: list[int], rows: dict[str, list]) -> None:
         """Start sequences in ``slots``; ``rows`` holds one value per slot for ``pos``, ``temp``,
-        ``top_k``, ``top_p``, ``max_new``, ``key`` (the group key), ``sample`` and ``stop``
-        (a list of stop ids)."""
+        ``top_k``, ``top_p``, ``max_new``, ``key`` (the group key), ``sample``, ``stop``
+        (a list of stop ids) and ``cls`` (the dedup class, ``operators.rollout.dedup``)."""
         dev = self.device
         slot = torch.tensor(slots, device=dev)
         self.pos[slot] = torch.tensor(rows["pos"], device=dev)
@@ -76,6 +77,7 @@ class SlotState:
         width = self.stop_tab.shape[1]
         table = [ids + [-1] * (width - len(ids)) for ids in rows["stop"]]
         self.stop_tab[slot] = torch.tensor(table, dtype=torch.long, device=dev)
+        self.cls[slot] = torch.tensor(rows["cls"], device=dev)
         self.alive[slot] = True
 
     def release(self, slots: torch.Tensor) -> None:
