@@ -203,6 +203,7 @@ def _fsdp_rank(rank: int, port: int, model_dir: str, table: pa.Table, out: str) 
     grads = {n: p.grad.full_tensor() for n, p in trainer.model.named_parameters()}
     if rank == 0:
         torch.save(grads, out)
+    torch.distributed.barrier()  # no rank tears gloo down while the other still talks
     torch.distributed.destroy_process_group()
 
 

@@ -12,6 +12,7 @@ land in two micro-batches runs its prompt in both (counted in the cost).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from operators.train.batch import PackedBatch
@@ -30,74 +31,44 @@ def padded_tokens(
     return rows * sequence
 
 
-class _Rows:
-    """Lengths and groups of the rows of a batch, in planning order."""
-
-    def __init__(self, batch: PackedBatch, shared: bool) -> None:
-        plens, rlens = batch.prompt_lens.tolist(), batch.response_lens.tolist()
-        key = [(r, p) if shared else (p + r, r) for p, r in zip(plens, rlens, strict=True)]
-        self.order = sorted(range(len(key)), key=key.__getitem__)
-        self.group = batch.group.tolist()
-        self.plens, self.rlens, self.shared = plens, rlens, shared
-
-    def costs(self, rows: list[int]) -> list[int]:
-        """Padded tokens of each prefix ``rows[:k + 1]``."""
-        grow = _Growing(self)
-        return [grow.add(i) for i in rows]
-
-    def cost(self, rows: list[int]) -> int:
-        return self.costs(rows)[-1] if rows else 0
+def _prefix_costs(rows: np.ndarray, lens: tuple[np.ndarray, ...], shared: bool) -> np.ndarray:
+    """Padded tokens of each prefix ``rows[:k + 1]`` (``lens``: prompt lengths, response
+    lengths and group ids of all rows)."""
+    plens, rlens, group = (a[rows] for a in lens)
+    count = np.arange(1, len(rows) + 1)
+    if not shared:
+        return count * np.maximum.accumulate(plens + rlens)
+    first = np.zeros(len(rows), dtype=np.int64)
+    first[np.unique(group, return_index=True)[1]] = 1  # where each group first appears
+    response = np.maximum(np.maximum.accumulate(rlens) - 1, 1)
+    return np.cumsum(first) * np.maximum.accumulate(plens) + count * response
 
 
-class _Growing:
-    """The padded tokens of a micro-batch as rows are added to it."""
-
-    def __init__(self, rows: _Rows) -> None:
-        self.rows, self.count, self.groups = rows, 0, set()
-        self.prompt = self.response = self.sequence = 0
-
-    def add(self, i: int, commit: bool = True) -> int:
-        """The cost with row ``i`` added (kept unless ``commit`` is False)."""
-        r = self.rows
-        p, n = r.plens[i], r.rlens[i]
-        prompt, response = max(self.prompt, p), max(self.response, n)
-        sequence = max(self.sequence, p + n)
-        groups = len(self.groups) + (r.group[i] not in self.groups)
-        cost = padded_tokens(self.count + 1, groups, prompt, response, sequence, r.shared)
-        if commit:
-            self.count += 1
-            self.groups.add(r.group[i])
-            self.prompt, self.response, self.sequence = prompt, response, sequence
-        return cost
-
-
-def _capped(rows: _Rows, max_tokens: int, max_rows: int) -> list[list[int]]:
+def _capped(order: np.ndarray, lens: tuple, shared: bool, max_tokens: int, max_rows: int):
     """Rows in order, cut greedily so no bin exceeds the caps (a row alone may)."""
-    bins: list[list[int]] = []
-    grow = None
-    for i in rows.order:
-        if grow is not None:
-            full = max_rows and grow.count >= max_rows
-            if not full and not (max_tokens and grow.add(i, commit=False) > max_tokens):
-                grow.add(i)
-                bins[-1].append(i)
-                continue
-        grow = _Growing(rows)
-        grow.add(i)
-        bins.append([i])
+    bins, start = [], 0
+    while start < len(order):
+        rest = order[start:]
+        fits = np.ones(len(rest), dtype=bool)
+        if max_tokens:
+            fits &= _prefix_costs(rest, lens, shared) <= max_tokens
+        if max_rows:
+            fits[max_rows:] = False
+        size = max(1, int(np.argmin(fits)) if not fits.all() else len(rest))
+        bins.append(rest[:size])
+        start += size
     return bins
 
 
-def _best_split(rows: _Rows, bin_rows: list[int]) -> tuple[int, int]:
+def _best_split(rows: np.ndarray, lens: tuple, shared: bool) -> tuple[int, int]:
     """(index, tokens saved) of the cheapest cut of one bin into two."""
-    left = rows.costs(bin_rows)
-    right = rows.costs(bin_rows[::-1])[::-1]
-    best, saved = 0, 0
-    for k in range(1, len(bin_rows)):
-        gain = left[-1] - left[k - 1] - right[k]
-        if gain > saved:
-            best, saved = k, gain
-    return best, saved
+    if len(rows) < 2:
+        return 0, 0
+    left = _prefix_costs(rows, lens, shared)
+    right = _prefix_costs(rows[::-1], lens, shared)[::-1]
+    gain = left[-1] - left[:-1] - right[1:]  # cut before row k + 1
+    k = int(np.argmax(gain))
+    return k + 1, int(gain[k])
 
 
 def plan_micro_batches(
@@ -107,15 +78,17 @@ def plan_micro_batches(
     length and cut so a micro-batch holds at most `max_rows` rows and `max_tokens` padded
     tokens (0: no limit; a longer single row goes alone), then split where a cut saves at
     least MIN_SAVING of the plan's padded tokens."""
-    rows = _Rows(batch, shared)
-    bins = _capped(rows, max_tokens, max_rows)
-    if not bins:
-        return [], 0
+    plens, rlens = batch.prompt_lens.cpu().numpy(), batch.response_lens.cpu().numpy()
+    lens = (plens, rlens, batch.group.cpu().numpy())
+    keys = (plens, rlens) if shared else (rlens, plens + rlens)  # lexsort: last key first
+    order = np.lexsort(keys)
+    bins = _capped(order, lens, shared, max_tokens, max_rows)
     while True:
-        total = sum(rows.cost(b) for b in bins)
-        cuts = [(_best_split(rows, b), n) for n, b in enumerate(bins)]
-        (at, saved), n = max(cuts, key=lambda c: c[0][1])
-        if saved < MIN_SAVING * total:
+        costs = [int(_prefix_costs(b, lens, shared)[-1]) for b in bins]
+        total = sum(costs)
+        cuts = [_best_split(b, lens, shared) for b in bins]
+        n = max(range(len(bins)), key=lambda i: cuts[i][1], default=0)
+        if not bins or cuts[n][1] < MIN_SAVING * total:
             break
-        bins[n : n + 1] = [bins[n][:at], bins[n][at:]]
-    return [torch.tensor(b, dtype=torch.long) for b in bins], total
+        bins[n : n + 1] = [bins[n][: cuts[n][0]], bins[n][cuts[n][0] :]]
+    return [torch.from_numpy(b.astype(np.int64)) for b in bins], total
