@@ -186,23 +186,35 @@ def run_rldag(task: Path, work: Work) -> Result:
     return Result("rldag (Run, no Prefect)", times)
 
 
-def run_rldag_prefect(task: Path, work: Work) -> Result:
-    """``rldag run`` as a user runs it; per-step times from its metrics.parquet."""
+def _rldag_run_wall(task: Path, work: Work, steps: int) -> float:
+    """Seconds `rldag run` takes, as a process, for `steps` iterations of `work`."""
     with tempfile.TemporaryDirectory() as out:
         env = dict(os.environ)
         if work.threads:
             env["OMP_NUM_THREADS"] = str(work.threads)
         cmd = [sys.executable, "-m", "rldag.cli", "run", str(ROOT / "pipeline.yaml")]
+        args = [*_overrides(task, work, out), f"iterations={steps}"]
         start = time.perf_counter()
-        done = subprocess.run(
-            cmd + _overrides(task, work, out), env=env, capture_output=True, text=True, timeout=900
-        )
-        wall = time.perf_counter() - start
+        done = subprocess.run(cmd + args, env=env, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             raise RuntimeError(f"rldag run failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-        metrics = next(Path(out).glob("*/metrics.parquet"))
-        times = pq.read_table(metrics)["timing_s/iteration"].to_pylist()
-    return Result("rldag run (Prefect)", times, note=f"process wall {wall:.1f} s incl. startup")
+        return time.perf_counter() - start
+
+
+def run_rldag_prefect(task: Path, work: Work) -> Result:
+    """``rldag run`` as a user runs it. A step's cost is the marginal wall time of an
+    iteration, everything included (the iteration subflow's own API round trips too): the
+    difference between a run of PREFECT_STEPS iterations and a run of one (startup, ~20 s,
+    cancels out; enough iterations that its jitter does not)."""
+    steps = max(work.steps, PREFECT_STEPS)
+    one = _rldag_run_wall(task, work, 1)
+    full = _rldag_run_wall(task, work, steps)
+    step = (full - one) / (steps - 1)
+    note = f"{steps} iterations: {full:.1f} s incl. startup; marginal wall per iteration"
+    return Result("rldag run (Prefect)", [one] + [step] * (steps - 1), note=note)
+
+
+PREFECT_STEPS = 30
 
 
 def run_bare(task: Path, work: Work) -> Result:

@@ -6,7 +6,7 @@ Thin: the content comes from `rldag.report`; this module only publishes it.
 
 from __future__ import annotations
 
-from uuid import UUID
+import time
 
 from prefect.artifacts import (
     create_markdown_artifact,
@@ -19,21 +19,33 @@ from rldag.report import markdown_image, reward_curve_png, rollouts_markdown, sa
 from rldag.run import Run
 
 REWARD_CURVE = "reward_curve.png"  # stored as <run_id>/reward_curve.png
+PROGRESS_EVERY_S = 1.0  # the progress bar is refreshed at most this often (and at the end)
 
 
-def start_progress(run: Run) -> UUID:
-    """A progress artifact on the run's flow: 0 % of its iterations done."""
-    return create_progress_artifact(
-        progress=0.0, description=f"Iterations done of run {run.run_id} ({run.uri})"
-    )
+class Progress:
+    """The run's progress artifact (iterations done / total). Each update is an API round trip,
+    so it is refreshed at most every PROGRESS_EVERY_S seconds, and always at the last
+    iteration."""
 
+    def __init__(self, run: Run) -> None:
+        self.total = run.loaded.spec.iterations
+        self.run_id = run.run_id
+        self.artifact = create_progress_artifact(
+            progress=0.0, description=f"Iterations done of run {run.run_id} ({run.uri})"
+        )
+        self._last = float("-inf")
 
-def update_progress(artifact_id: UUID, run: Run, done: int) -> None:
-    """Set the progress artifact to `done` of the run's iterations."""
-    total = run.loaded.spec.iterations
-    update_progress_artifact(
-        artifact_id, 100.0 * done / total, description=f"{done}/{total} iterations of {run.run_id}"
-    )
+    def update(self, done: int) -> None:
+        """Record `done` iterations (skipped when the last refresh is too recent)."""
+        now = time.monotonic()
+        if done < self.total and now - self._last < PROGRESS_EVERY_S:
+            return
+        self._last = now
+        update_progress_artifact(
+            self.artifact,
+            100.0 * done / self.total,
+            description=f"{done}/{self.total} iterations of {self.run_id}",
+        )
 
 
 def publish_iteration(run: Run, iteration: int, metrics: dict[str, float], rollouts: list) -> None:

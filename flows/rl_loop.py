@@ -10,14 +10,12 @@ from prefect import flow
 from pydantic import Field
 
 from flows.artifacts import (
+    Progress,
     iteration_rollouts,
     publish_iteration,
     publish_reward_curve,
-    start_progress,
-    update_progress,
 )
 from flows.pipeline_param import pipeline_file
-from flows.publisher import Publisher
 from flows.run_logs import forward_rldag_logs
 from flows.settings import without_heartbeats
 from rldag import checkpoints
@@ -26,8 +24,6 @@ from rldag.run import Run, get_run, notify
 from rldag.spec import load_pipeline
 from rldag.storage import TableHandle
 from tasks.nodes import node_task
-
-_PUBLISHERS: dict[str, Publisher] = {}  # run id -> its artifact publisher (flow params stay small)
 
 
 @flow(flow_run_name="iteration-{iteration}", validate_parameters=False, persist_result=False)
@@ -44,7 +40,7 @@ def iteration_flow(run_id: str, iteration: int, weights: TableHandle | None) -> 
     handles = {name: future.result() for name, future in futures.items()}
     rollouts = iteration_rollouts(run, iteration)
     metrics = run.finish_iteration(iteration, time.perf_counter() - start)
-    _PUBLISHERS[run_id].submit(publish_iteration, run, iteration, metrics, rollouts)
+    publish_iteration(run, iteration, metrics, rollouts)
     notify("iteration", run, iteration, metrics)
     trainers = [n for n in run.graph.order if run.graph.nodes[n].kind == "train"]
     return handles[trainers[-1]] if trainers else None
@@ -54,20 +50,17 @@ def run_iterations(run: Run, first: int = 0) -> str:
     """Run iterations `first`.. of `run` as subflows; the weights handle links them. The
     calling flow gets a live progress artifact and, at the end, the reward curve."""
     notify("start", run, first)
-    progress = start_progress(run)
-    publisher = _PUBLISHERS[run.run_id] = Publisher()
+    progress = Progress(run)  # the run's progress bar artifact
     weights = None
     try:
         with without_heartbeats():
             for i in range(first, run.loaded.spec.iterations):
                 weights = iteration_flow(run.run_id, i, weights)
                 checkpoints.save_if_due(run, i)
-                last = i + 1 == run.loaded.spec.iterations
-                publisher.progress(update_progress, progress, run, i + 1, final=last)
+                progress.update(i + 1)
         if run.loaded.spec.checkpoint.export_hf:
             checkpoints.export_policy(run)
     finally:
-        _PUBLISHERS.pop(run.run_id).close()
         publish_reward_curve(run)  # also for a failed run: the iterations it finished
         run.close()
     notify("end", run)
