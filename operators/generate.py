@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 from omegaconf import MISSING
 
+from operators.prompts import MOSTLY_UNKNOWN, encode_prompt, lost_fraction, prompt_text
 from rldag.errors import SpecError
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import columns
@@ -132,16 +133,37 @@ class TorchGenerate:
         if self.service is not None:
             self.service.close()
 
-    def _encode(self, prompt: str | list[dict]) -> list[int]:
-        if isinstance(prompt, str):
-            return self.tokenizer(prompt)["input_ids"]
-        return list(self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True))
+    def _encode(self, prompts: pa.Table, ctx: NodeContext) -> list[list[int]]:
+        """Token ids per prompt row; warns (naming the node) when prompts are mostly
+        characters the tokenizer cannot represent."""
+        rows = prompts["prompt"].to_pylist()
+        ids = [encode_prompt(self.tokenizer, p) for p in rows]
+        lost = [
+            lost_fraction(self.tokenizer, prompt_text(self.tokenizer, p), i)
+            for p, i in zip(rows, ids, strict=True)
+        ]
+        bad = [k for k, f in enumerate(lost) if f > MOSTLY_UNKNOWN]
+        if bad:
+            first = prompts["prompt_id"][bad[0]].as_py()
+            ctx.log.warning(
+                "node '%s' (iteration %d): %d of %d prompts are mostly characters the "
+                "tokenizer of %s cannot represent (%.0f%% of their characters lost; first: "
+                "prompt_id %s)",
+                ctx.node,
+                ctx.iteration,
+                len(bad),
+                len(rows),
+                self.p.model_path,
+                100 * sum(lost[k] for k in bad) / len(bad),
+                first,
+            )
+        return ids
 
     def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
         from operators.rollout.sampling import SamplingParams
 
         prompts = inputs["prompts"]
-        prompt_ids = [self._encode(p) for p in prompts["prompt"].to_pylist()]
+        prompt_ids = self._encode(prompts, ctx)
         seeds = np.random.SeedSequence([ctx.seed, ctx.iteration]).generate_state(2, np.uint64)
         params = SamplingParams(
             n=self.p.n,

@@ -126,7 +126,7 @@ def test_code_parquet_has_verl_columns(quick_build: Path, split: str) -> None:
     rows = table.to_pylist()
     assert len(rows) == 20
     for row, problem in zip(rows, all_code_problems(), strict=True):
-        assert row["prompt"] == problem.prompt
+        assert row["prompt"] == [{"role": "user", "content": problem.prompt}]  # veRL chat
         assert row["data_source"] == "code"
         assert row["reward_model"] == {"ground_truth": problem.ground_truth, "style": "rule"}
         assert row["extra_info"] == {"split": split, "index": problem.index}

@@ -2,7 +2,8 @@
 
 Columns (one row per problem):
 
-* ``prompt``: the plain prompt string, e.g. ``"3+5="``;
+* ``prompt``: the plain prompt string, e.g. ``"3+5="``, or with ``chat=True`` (the code task)
+  one user message ``[{role: "user", content: ...}]``, as most veRL datasets store it;
 * ``data_source``: ``"arithmetic"`` (selects :mod:`operators.rewards.arithmetic`);
 * ``reward_model``: struct ``{ground_truth: string, style: "rule"}``;
 * ``extra_info``: struct ``{split: string, index: int64}``.
@@ -20,42 +21,53 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from operators.tiny_task.problems import DATA_SOURCE, Problem
+from rldag.schema import MESSAGES
 
-SCHEMA = pa.schema(
-    [
-        pa.field("prompt", pa.string()),
-        pa.field("data_source", pa.string()),
-        pa.field(
-            "reward_model",
-            pa.struct([pa.field("ground_truth", pa.string()), pa.field("style", pa.string())]),
-        ),
-        pa.field(
-            "extra_info",
-            pa.struct([pa.field("split", pa.string()), pa.field("index", pa.int64())]),
-        ),
-    ]
-)
+
+def _schema(prompt: pa.DataType) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("prompt", prompt),
+            pa.field("data_source", pa.string()),
+            pa.field(
+                "reward_model",
+                pa.struct([pa.field("ground_truth", pa.string()), pa.field("style", pa.string())]),
+            ),
+            pa.field(
+                "extra_info",
+                pa.struct([pa.field("split", pa.string()), pa.field("index", pa.int64())]),
+            ),
+        ]
+    )
+
+
+SCHEMA = _schema(pa.string())
+CHAT_SCHEMA = _schema(MESSAGES)
 
 
 def problems_table(
-    problems: Sequence[Problem], split: str, data_source: str = DATA_SOURCE
+    problems: Sequence[Problem], split: str, data_source: str = DATA_SOURCE, chat: bool = False
 ) -> pa.Table:
     """The veRL-format table for ``problems`` (anything with ``prompt``, ``ground_truth``
-    and ``index``), tagged with ``split``."""
+    and ``index``), tagged with ``split``; ``chat``: prompts as one user message."""
     rows = [
         {
-            "prompt": p.prompt,
+            "prompt": [{"role": "user", "content": p.prompt}] if chat else p.prompt,
             "data_source": data_source,
             "reward_model": {"ground_truth": p.ground_truth, "style": "rule"},
             "extra_info": {"split": split, "index": p.index},
         }
         for p in problems
     ]
-    return pa.Table.from_pylist(rows, schema=SCHEMA)
+    return pa.Table.from_pylist(rows, schema=CHAT_SCHEMA if chat else SCHEMA)
 
 
 def write_split(
-    path: Path, problems: Sequence[Problem], split: str, data_source: str = DATA_SOURCE
+    path: Path,
+    problems: Sequence[Problem],
+    split: str,
+    data_source: str = DATA_SOURCE,
+    chat: bool = False,
 ) -> None:
     """Writes ``problems`` as one veRL parquet file at ``path``."""
-    pq.write_table(problems_table(problems, split, data_source), path)
+    pq.write_table(problems_table(problems, split, data_source, chat), path)

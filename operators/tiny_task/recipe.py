@@ -52,7 +52,7 @@ def code_recipe() -> TaskRecipe:
         tokenizer.train_char_tokenizer,
         warmup.warm_up,
         evaluate.evaluate_code_policy,
-        partial(write_split, data_source=problems.DATA_SOURCE),
+        partial(write_split, data_source=problems.DATA_SOURCE, chat=True),
     )
 
 

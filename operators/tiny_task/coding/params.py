@@ -12,7 +12,7 @@ from typing import Any
 from operators.tiny_task.params import EvalParams, ModelParams
 
 CODE_TASK = "code"
-CODE_BUILDER_VERSION = 1  # bump when the code builder's artefacts change for the same params
+CODE_BUILDER_VERSION = 2  # bump when the code builder's artefacts change for the same params
 
 
 @dataclass(frozen=True)
