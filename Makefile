@@ -28,6 +28,7 @@ run: model
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 test: lint model system-deps
 	$(BIN)/pytest

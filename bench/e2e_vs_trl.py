@@ -166,23 +166,25 @@ def _overrides(task: Path, work: Work, storage: str) -> list[str]:
 
 def run_rldag(task: Path, work: Work) -> Result:
     """The default pipeline through ``rldag.run.Run`` (no Prefect)."""
+    from rldag.events import IterationFinished, add_listener
     from rldag.graph import build_graph
     from rldag.run import Run
     from rldag.spec import load_pipeline
 
+    times: list[float] = []
+
+    def listen(event: object) -> None:
+        if isinstance(event, IterationFinished):
+            times.append(event.metrics["timing_s/iteration"])
+
     with tempfile.TemporaryDirectory() as out:
         loaded = load_pipeline(ROOT / "pipeline.yaml", _overrides(task, work, out))
         run = Run.start(loaded, build_graph(loaded))
-        times = []
+        remove = add_listener(listen)
         try:
-            for i in range(work.steps):
-                start = time.perf_counter()
-                for name in run.graph.order:
-                    run.execute_node(i, name)
-                run.finish_iteration(i, time.perf_counter() - start)
-                times.append(time.perf_counter() - start)
+            run.run_inline(work.steps)
         finally:
-            run.close()
+            remove()
     return Result("rldag (Run, no Prefect)", times)
 
 
@@ -192,7 +194,7 @@ def _rldag_run_wall(task: Path, work: Work, steps: int) -> float:
         env = dict(os.environ)
         if work.threads:
             env["OMP_NUM_THREADS"] = str(work.threads)
-        cmd = [sys.executable, "-m", "rldag.cli", "run", str(ROOT / "pipeline.yaml")]
+        cmd = [sys.executable, "-m", "flows.cli", "run", str(ROOT / "pipeline.yaml")]
         args = [*_overrides(task, work, out), f"iterations={steps}"]
         start = time.perf_counter()
         done = subprocess.run(cmd + args, env=env, capture_output=True, text=True, timeout=900)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from flows.rl_loop import rldag_run
-from rldag.run import add_listener
+from rldag.events import IterationFinished, NodeFinished, RunStarted, add_listener
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,17 +31,16 @@ def main() -> None:
     sync: dict[int, float] = {}
     nodes: list[int] = []
 
-    def listen(event: str, run, *rest) -> None:
-        if event == "start":
+    def listen(event: object) -> None:
+        if isinstance(event, RunStarted):
             marks.append(time.perf_counter())
-            nodes.append(len(run.graph.nodes))
-        elif event == "node_done":
-            i, name = rest[0], rest[1]
-            compute[i] = compute.get(i, 0.0) + run.runner.operator_seconds[name]
-        elif event == "iteration":
-            i, metrics = rest
+        elif isinstance(event, NodeFinished):  # a node's own seconds (its pool call)
+            compute[event.iteration] = compute.get(event.iteration, 0.0) + event.seconds
+            if event.iteration == 0:
+                nodes.append(1)
+        elif isinstance(event, IterationFinished):
             marks.append(time.perf_counter())
-            sync[i] = metrics["timing_s/weight_sync"]
+            sync[event.iteration] = event.metrics["timing_s/weight_sync"]
 
     add_listener(listen)
     overrides = [f"iterations={args.iterations}", *args.overrides]
@@ -57,7 +56,7 @@ def main() -> None:
     per_iter = statistics.median(steady)
     print(
         f"overhead per iteration (median, iterations 1..): {per_iter * 1e3:.0f} ms "
-        f"({per_iter * 1e3 / nodes[0]:.1f} ms per node, {nodes[0]} nodes); "
+        f"({per_iter * 1e3 / len(nodes):.1f} ms per node, {len(nodes)} nodes); "
         f"share of wall: {per_iter / statistics.median(r[0] for r in rows[1:]):.0%}"
     )
 

@@ -55,18 +55,19 @@ def write_pipeline(root: Path, iterations: int) -> Path:
 def child(pipeline: str) -> None:
     """In a fresh process: run the pipeline, print iteration end times and compute as JSON."""
     from flows.rl_loop import rldag_run
-    from rldag.run import add_listener
+    from rldag.events import IterationFinished, RunStarted, add_listener
 
     marks, compute, started = [], [], []
 
-    def listen(event: str, run, *rest) -> None:
-        if event == "start":
+    def listen(event: object) -> None:
+        if isinstance(event, RunStarted):
             started.append(time.time())
             marks.append(time.perf_counter())
-        elif event == "iteration":
+        elif isinstance(event, IterationFinished):
             marks.append(time.perf_counter())
-            nodes = [f"timing_s/{name}" for name in run.graph.order]
-            compute.append(sum(rest[1][key] for key in nodes))
+            nodes = [k for k in event.metrics if k.startswith("timing_s/")]
+            nodes = [k for k in nodes if k not in ("timing_s/iteration", "timing_s/weight_sync")]
+            compute.append(sum(event.metrics[key] for key in nodes))
 
     add_listener(listen)
     rldag_run(pipeline)

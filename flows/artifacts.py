@@ -15,10 +15,9 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 
-from rldag.report import markdown_image, reward_curve_png, rollouts_markdown, sample_rollouts
+from rldag.report import REWARD_CURVE, markdown_image, rollouts_markdown
 from rldag.run import Run
 
-REWARD_CURVE = "reward_curve.png"  # stored as <run_id>/reward_curve.png
 PROGRESS_EVERY_S = 1.0  # the progress bar is refreshed at most this often (and at the end)
 
 
@@ -60,18 +59,13 @@ def publish_iteration(run: Run, iteration: int, metrics: dict[str, float], rollo
     )
 
 
-def iteration_rollouts(run: Run, iteration: int) -> list:
-    """A few rollouts of the iteration in flight (call before its tables are freed)."""
-    tables = {name: run.table(iteration, name) for name in run.graph.order}
-    return sample_rollouts(run.graph, tables)
-
-
 def publish_reward_curve(run: Run) -> str | None:
-    """Render the reward curve, store it with the run, show it on the run's flow; its URI."""
-    if not run.metrics:
+    """Show the reward curve the run stored (rldag.driver) on the run's flow; its URI."""
+    rel = f"{run.run_id}/{REWARD_CURVE}"
+    if not run.storage.exists(rel):
         return None
-    png = reward_curve_png(run.metrics, f"{run.loaded.spec.name} · {run.run_id}")
-    uri = run.storage.write_bytes(f"{run.run_id}/{REWARD_CURVE}", png)
+    png = run.storage.read_bytes(rel)
+    uri = run.storage.uri(rel)
     create_markdown_artifact(
         markdown=f"# Reward curve\n\n{markdown_image(png, 'reward curve')}\n\nStored at `{uri}`",
         description=f"Reward per iteration of run {run.run_id}",

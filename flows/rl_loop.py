@@ -1,69 +1,160 @@
 """The RL loop as Prefect flows: one flow per run, one `iteration-<i>` subflow per iteration,
-one task run per node wired by futures so the flow-run graph is the pipeline's DAG."""
+one task run per node whose inputs are the handles of the edges it consumes, so each
+subflow's graph is the pipeline's DAG. The loop itself is rldag.driver's, the same as the
+inline driver's: this module only launches its steps as Prefect task runs.
+
+With async.max_staleness = k > 0 up to k+1 iterations are in flight: their subflows overlap
+in the UI. Each subflow runs in a thread of its own, opened one iteration ahead so that
+Prefect's bookkeeping (creating the subflow, its artifacts) overlaps the compute.
+"""
 
 from __future__ import annotations
 
-import time
+import contextvars
+import queue
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Annotated
 
-from prefect import flow
+from prefect import Task, flow
+from prefect.client.schemas.objects import TaskRunResult
+from prefect.context import FlowRunContext
+from prefect.futures import PrefectFuture
+from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import Field
 
-from flows.artifacts import (
-    Progress,
-    iteration_rollouts,
-    publish_iteration,
-    publish_reward_curve,
-)
+from flows.artifacts import Progress, publish_iteration, publish_reward_curve
 from flows.pipeline_param import pipeline_file
 from flows.run_logs import forward_rldag_logs
 from flows.settings import without_heartbeats
 from rldag import checkpoints
+from rldag.driver import drive
+from rldag.errors import RunError
 from rldag.graph import build_graph
-from rldag.run import Run, get_run, notify
+from rldag.run import EdgeHandle, Run
+from rldag.scheduler import Step
 from rldag.spec import load_pipeline
-from rldag.storage import TableHandle
 from tasks.nodes import node_task
 
 
-@flow(flow_run_name="iteration-{iteration}", validate_parameters=False, persist_result=False)
-def iteration_flow(run_id: str, iteration: int, weights: TableHandle | None) -> TableHandle | None:
-    """Submit every node of the iteration in order; return the train node's handle."""
-    run = get_run(run_id)
-    start = time.perf_counter()
-    futures = {}
-    for name, node in run.graph.nodes.items():
-        upstream = {port: futures[up] for port, up in node.inputs.items()}
-        if node.weights_from is not None:
-            upstream["weights"] = weights
-        futures[name] = node_task(node).submit(run_id, iteration, name, upstream)
-    handles = {name: future.result() for name, future in futures.items()}
-    rollouts = iteration_rollouts(run, iteration)
-    metrics = run.finish_iteration(iteration, time.perf_counter() - start)
-    publish_iteration(run, iteration, metrics, rollouts)
-    notify("iteration", run, iteration, metrics)
-    trainers = [n for n in run.graph.order if run.graph.nodes[n].kind == "train"]
-    return handles[trainers[-1]] if trainers else None
+@dataclass
+class _Launch:
+    step: Step
+    inputs: Mapping[str, EdgeHandle]
+    result: Future[EdgeHandle]
+
+
+@dataclass
+class _Close:
+    metrics: dict[str, float] | None  # None: the run stopped before the iteration finished
+    rollouts: Sequence[dict] = ()
+
+
+class PrefectLauncher:
+    """Launches the driver's steps as task runs inside their iteration's subflow."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.tasks: dict[str, Task] = {
+            name: node_task(run, node) for name, node in run.graph.nodes.items()
+        }
+        self.progress = Progress(run)
+        self._inboxes: dict[int, queue.Queue] = {}
+        self._threads: list[threading.Thread] = []
+        self._task_runs: dict[Step, PrefectFuture] = {}
+        self._lock = threading.Lock()
+        workers = len(run.graph.nodes) + 1  # every node of an iteration may run at once
+
+        def iteration_flow(run_id: str, iteration: int, max_staleness: int) -> int:
+            """Run the iteration's nodes as the run's scheduler starts them."""
+            return self._serve(iteration)
+
+        self._flow = flow(
+            iteration_flow,
+            flow_run_name="iteration-{iteration}",
+            task_runner=ThreadPoolTaskRunner(max_workers=workers),
+            validate_parameters=False,
+            persist_result=False,
+        )
+
+    def _inbox(self, iteration: int) -> queue.Queue:
+        """The iteration's subflow (started on first use, and the next one with it)."""
+        for i in (iteration, iteration + 1):
+            if i not in self._inboxes and i < self.run.loaded.spec.iterations:
+                self._inboxes[i] = queue.Queue()
+                context = contextvars.copy_context()  # the run's flow: subflows are its children
+                thread = threading.Thread(
+                    target=context.run, args=(self._subflow, i), name=f"iteration-{i}"
+                )
+                thread.start()
+                self._threads.append(thread)
+        return self._inboxes[iteration]
+
+    def _subflow(self, iteration: int) -> None:
+        with without_heartbeats():
+            try:
+                self._flow(self.run.run_id, iteration, self.run.max_staleness)
+            except RunError:  # the subflow is marked failed; the driver reports the cause
+                pass
+
+    def _serve(self, iteration: int) -> int:
+        inbox = self._inboxes[iteration]
+        runner = FlowRunContext.get().task_runner
+        while not isinstance(item := inbox.get(), _Close):
+            with self._lock:
+                upstream = {
+                    TaskRunResult(id=self._task_runs[h.step].task_run_id)
+                    for h in item.inputs.values()
+                    if h.step in self._task_runs
+                }
+            params = {"iteration": iteration, "inputs": dict(item.inputs)}
+            future = runner.submit(
+                self.tasks[item.step.node], params, dependencies={"inputs": upstream}
+            )
+            with self._lock:
+                self._task_runs[item.step] = future
+            future.add_done_callback(lambda f, result=item.result: _settle(f, result))
+        if item.metrics is None:
+            raise RunError(f"iteration {iteration} did not finish: the run stopped")
+        publish_iteration(self.run, iteration, item.metrics, item.rollouts)
+        return iteration
+
+    def launch(self, step: Step, inputs: Mapping[str, EdgeHandle]) -> Future[EdgeHandle]:
+        result: Future[EdgeHandle] = Future()
+        self._inbox(step.iteration).put(_Launch(step, inputs, result))
+        return result
+
+    def iteration_finished(
+        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict]
+    ) -> None:
+        self._inbox(iteration).put(_Close(metrics, rollouts))
+        with self._lock:
+            for step in [s for s in self._task_runs if s.iteration == iteration]:
+                del self._task_runs[step]
+        self.progress.update(iteration + 1)
+
+    def close(self, failed: bool) -> None:
+        for inbox in self._inboxes.values():
+            inbox.put(_Close(None))  # ends subflows of iterations that never finished
+        for thread in self._threads:
+            thread.join()
+        publish_reward_curve(self.run)
+
+
+def _settle(future: PrefectFuture, result: Future[EdgeHandle]) -> None:
+    """Hand a task run's outcome to the driver."""
+    try:
+        result.set_result(future.result())
+    except BaseException as err:  # the step's RunError, as the inline driver raises it
+        result.set_exception(err)
 
 
 def run_iterations(run: Run, first: int = 0) -> str:
-    """Run iterations `first`.. of `run` as subflows; the weights handle links them. The
-    calling flow gets a live progress artifact and, at the end, the reward curve."""
-    notify("start", run, first)
-    progress = Progress(run)  # the run's progress bar artifact
-    weights = None
-    try:
-        with without_heartbeats():
-            for i in range(first, run.loaded.spec.iterations):
-                weights = iteration_flow(run.run_id, i, weights)
-                checkpoints.save_if_due(run, i)
-                progress.update(i + 1)
-        if run.loaded.spec.checkpoint.export_hf:
-            checkpoints.export_policy(run)
-    finally:
-        publish_reward_curve(run)  # also for a failed run: the iterations it finished
-        run.close()
-    notify("end", run)
+    """Drive `run` from iteration `first` with its steps as Prefect task runs; the calling
+    flow gets a live progress artifact and, at the end, the reward curve."""
+    drive(run, PrefectLauncher(run), first)
     return run.run_id
 
 

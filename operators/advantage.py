@@ -66,5 +66,6 @@ GRPO_ADVANTAGE = OperatorDef(
     ports=(Port("scored", columns("prompt_id", "reward")),),
     adds=(col("advantage"),),
     params=AdvantageParams,
+    streams=True,  # a chunk holds whole prompt groups
     description="GRPO group-normalised advantages (or Dr.GRPO mean-only).",
 )

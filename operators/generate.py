@@ -10,8 +10,9 @@ edge writes a checkpoint directory and calls ``/update_weights_from_disk``). Eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +23,9 @@ from rldag.errors import SpecError
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import columns
 from rldag.spec import NodeKind, check_choice, check_positive
+
+if TYPE_CHECKING:  # torch is imported where generation runs, not when the pipeline loads
+    from operators.rollout.sampling import SamplingParams
 
 ENGINES = ("torch", "server", "sglang")
 
@@ -159,11 +163,11 @@ class TorchGenerate:
             )
         return ids
 
-    def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
+    def _sampling(self, ctx: NodeContext) -> tuple[SamplingParams, int]:
+        """The iteration's sampling params and its base seed for server groups: a pure
+        function of (seed, iteration)."""
         from operators.rollout.sampling import SamplingParams
 
-        prompts = inputs["prompts"]
-        prompt_ids = self._encode(prompts, ctx)
         seeds = np.random.SeedSequence([ctx.seed, ctx.iteration]).generate_state(2, np.uint64)
         params = SamplingParams(
             n=self.p.n,
@@ -176,18 +180,46 @@ class TorchGenerate:
             ignore_eos=self.p.ignore_eos,
             seed=int(seeds[0] >> np.uint64(1)),
         )
-        if self.engine is not None:
-            groups = self.engine.generate(prompt_ids, params)
-            versions = [self.policy_version] * len(groups)
-        else:
-            base = int(seeds[1] >> np.uint64(1))
-            group_seeds = [
-                (base + i * 0x9E3779B97F4A7C15) % (1 << 63) for i in range(len(prompt_ids))
-            ]
-            answers = self.service.generate(prompt_ids, params, group_seeds)
+        return params, int(seeds[1] >> np.uint64(1))
+
+    def stream(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> Iterator[pa.Table]:
+        """Rollout tables of `ctx.chunk_groups` finished prompt groups at a time (0: one
+        table), each in prompt order; the rows do not depend on the chunking."""
+        prompts = inputs["prompts"]
+        prompt_ids = self._encode(prompts, ctx)
+        params, base = self._sampling(ctx)
+        if self.engine is None:  # servers answer whole requests
+            seeds = [(base + i * 0x9E3779B97F4A7C15) % (1 << 63) for i in range(len(prompt_ids))]
+            answers = self.service.generate(prompt_ids, params, seeds)
             groups = [completions for completions, _ in answers]
             versions = [version for _, version in answers]
-        return rollout_table(prompts, prompt_ids, groups, versions)
+            yield rollout_table(prompts, prompt_ids, groups, versions)
+            return
+        size = ctx.chunk_groups or len(prompt_ids)
+        ready: list[tuple[int, list[Any]]] = []
+        for index, completions in self.engine.generate_stream(prompt_ids, params):
+            ready.append((index, completions))
+            if len(ready) == size:
+                yield self._chunk(prompts, prompt_ids, ready)
+                ready = []
+        if ready:
+            yield self._chunk(prompts, prompt_ids, ready)
+
+    def _chunk(
+        self, prompts: pa.Table, prompt_ids: list[list[int]], ready: list[tuple[int, list[Any]]]
+    ) -> pa.Table:
+        rows = sorted(index for index, _ in ready)
+        groups = dict(ready)
+        return rollout_table(
+            prompts.take(rows),
+            [prompt_ids[i] for i in rows],
+            [groups[i] for i in rows],
+            [self.policy_version] * len(rows),
+        )
+
+    def __call__(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
+        (table,) = self.stream(inputs, replace(ctx, chunk_groups=0))
+        return table
 
 
 TORCH_ENGINE = OperatorDef(
@@ -209,5 +241,6 @@ TORCH_ENGINE = OperatorDef(
     ),
     params=GenerateParams,
     stateful=True,
+    emits_chunks=True,
     description="Sampling n per prompt with logprobs: in process (torch) or on rollout servers.",
 )

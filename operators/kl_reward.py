@@ -65,5 +65,6 @@ KL_REWARD = OperatorDef(
     ports=(Port("scored", columns("reward", "response_logprobs", "ref_logprobs")),),
     adds=(col("reward"), col("kl", pa.float32())),
     params=KLRewardParams,
+    streams=True,
     description="KL penalty in the reward: reward - kl_coef * KL(behaviour || reference).",
 )

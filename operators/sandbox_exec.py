@@ -82,5 +82,7 @@ SANDBOX_PYTHON = OperatorDef(
     adds=columns(*ExecResult.COLUMNS),
     params=SandboxParams,
     stateful=True,
+    streams=True,
+    concurrency=lambda params: params.concurrency,
     description="Run each response's program with its tests in the isolated sandbox.",
 )

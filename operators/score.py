@@ -54,5 +54,6 @@ def score_operator(name: str, fn: RewardFn) -> OperatorDef:
         factory=lambda _params: RewardScorer(fn),
         ports=(Port("rollouts", columns("response", "data_source", "ground_truth", "extra_info")),),
         adds=(col("reward"), col("reward_info")),
+        streams=True,
         description=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name,
     )

@@ -8,13 +8,16 @@ Layout under the run: `checkpoints/iter=<i>/<node>/` (sharded DCP + extras) and
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from rldag.errors import InputError
 from rldag.graph import Graph, Node
 from rldag.pools import InProcessPools
-from rldag.run import Run
-from rldag.spec import LoadedPipeline
+from rldag.spec import LoadedPipeline, PipelineSpec
 from rldag.storage import Storage, open_storage
+
+if TYPE_CHECKING:
+    from rldag.run import Run
 
 LATEST = "checkpoints/latest.json"
 
@@ -30,15 +33,25 @@ def _node_dir(run: Run, iteration: int, node: str) -> str:
     return f"{run.run_id}/checkpoints/iter={iteration}/{node}"
 
 
-def save_if_due(run: Run, iteration: int) -> bool:
-    """Checkpoint after `iteration` every `checkpoint.every` iterations and after the last."""
-    every = run.loaded.spec.checkpoint.every
-    last = iteration == run.loaded.spec.iterations - 1
-    if not every or not ((iteration + 1) % every == 0 or last):
+def due(spec: PipelineSpec, iteration: int) -> bool:
+    """Whether a checkpoint is taken after `iteration`: every `checkpoint.every` iterations
+    and after the last."""
+    every = spec.checkpoint.every
+    last = iteration == spec.iterations - 1
+    return bool(every) and ((iteration + 1) % every == 0 or last)
+
+
+def save_node(run: Run, iteration: int, node: Node) -> None:
+    """Save a trainer's state right after its step of `iteration` (before its next step can
+    start, so the state is exactly that iteration's)."""
+    with run.storage.local_dir(_node_dir(run, iteration, node.name)) as path:
+        run.runner.save_checkpoint(node, path)
+
+
+def commit_if_due(run: Run, iteration: int) -> bool:
+    """Once `iteration` is complete and stored, make its checkpoint the one to resume from."""
+    if not due(run.loaded.spec, iteration):
         return False
-    for node in checkpointed_nodes(run.graph):
-        with run.storage.local_dir(_node_dir(run, iteration, node.name)) as path:
-            run.runner.call(node, "save_checkpoint", path)
     run.storage.write_text(f"{run.run_id}/{LATEST}", json.dumps({"iteration": iteration}))
     return True
 
@@ -61,7 +74,7 @@ def resume(run: Run) -> int:
         )
     for node in checkpointed_nodes(run.graph):
         with run.storage.fetch_dir(_node_dir(run, done, node.name)) as path:
-            run.runner.call(node, "load_checkpoint", path)
+            run.runner.load_checkpoint(node, path)
     if run.storage.exists(f"{run.run_id}/metrics.parquet"):
         rows = run.storage.read_table(f"{run.run_id}/metrics.parquet").to_pylist()
         run.metrics = [
@@ -78,7 +91,7 @@ def export_policy(run: Run) -> list[str]:
     for node in checkpointed_nodes(run.graph):
         rel = f"{run.run_id}/hf/{node.name}"
         with run.storage.local_dir(rel) as path:
-            run.runner.call(node, "export_hf", path)
+            run.runner.export_hf(node, path)
         out.append(run.storage.uri(rel))
     return out
 
@@ -89,6 +102,8 @@ def export_checkpoint(loaded: LoadedPipeline, graph: Graph, run_id: str) -> list
     storage = open_storage(loaded.spec.storage)
     if latest(storage, run_id) is None:
         raise InputError(f"run {run_id!r} under {storage.root} has no checkpoint", path="RUN")
+    from rldag.run import Run
+
     run = Run(loaded, graph, storage, run_id, InProcessPools())
     try:
         resume(run)

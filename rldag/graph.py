@@ -15,7 +15,7 @@ from rldag.errors import GraphError, InputError
 from rldag.operator import OperatorDef
 from rldag.registry import resolve
 from rldag.schema import check_edge, extend, to_schema
-from rldag.spec import LoadedPipeline, NodeKind, NodeSpec, PoolName, merge_params
+from rldag.spec import LoadedPipeline, NodeKind, NodeSpec, PipelineSpec, PoolName, merge_params
 
 
 @dataclass
@@ -168,4 +168,35 @@ def build_graph(loaded: LoadedPipeline) -> Graph:
     for name in order:
         node = partial[name]
         node.output = schemas[name] = _output_schema(node, schemas, where)
-    return Graph({name: partial[name] for name in order})
+    graph = Graph({name: partial[name] for name in order})
+    _check_overlap(loaded, graph)
+    return graph
+
+
+def _shares_workers(spec: PipelineSpec, a: PoolName, b: PoolName) -> bool:
+    if a == b:
+        return True
+    return any({a.value, b.value} <= set(group) for group in spec.pools.colocate)
+
+
+def _check_overlap(loaded: LoadedPipeline, graph: Graph) -> None:
+    """async.max_staleness > 0 overlaps generation with training: refuse placements where
+    they share workers (a worker runs one of them at a time), instead of running in sync."""
+    spec = loaded.spec
+    k = spec.async_.max_staleness
+    if not k or not spec.ray.enabled:
+        return
+    for node in graph.nodes.values():
+        if node.weights_from is None:
+            continue
+        trainer = graph.nodes[node.weights_from]
+        if _shares_workers(spec, node.pool, trainer.pool):
+            raise GraphError(
+                f"async.max_staleness={k} overlaps generation with training, but generate "
+                f"node '{node.name}' (pool {node.pool.value}) and train node "
+                f"'{trainer.name}' (pool {trainer.pool.value}) share workers "
+                f"(pools.colocate={spec.pools.colocate}): split them with pools.colocate=[] "
+                "or run synchronously with async.max_staleness=0",
+                path="async.max_staleness",
+                where=loaded.source,
+            )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -27,13 +28,27 @@ def _mean(array: pa.ChunkedArray) -> float:
     return float(value) if value is not None else float("nan")
 
 
+def staleness_metrics(batch: pa.Table, iteration: int) -> dict[str, float]:
+    """How many versions behind the policy that trains at `iteration` (version
+    `iteration`) each row's generating policy is: mean, max and the share per lag."""
+    if "policy_version" not in batch.column_names or batch.num_rows == 0:
+        return {}
+    lag = iteration - batch["policy_version"].to_numpy()
+    out = {"staleness/mean": float(lag.mean()), "staleness/max": float(lag.max())}
+    values, counts = np.unique(lag, return_counts=True)
+    for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+        out[f"staleness/share_{value}"] = count / batch.num_rows
+    return out
+
+
 def iteration_metrics(
     graph: Graph,
     tables: Mapping[str, pa.Table],
     seconds: Mapping[str, float],
     weight_sync_s: float,
+    iteration: int = 0,
 ) -> dict[str, float]:
-    """Reward, length, throughput, timing and train metrics for one iteration."""
+    """Reward, length, throughput, timing, staleness and train metrics for one iteration."""
     out: dict[str, float] = {}
     scored = _first_with(graph, tables, "reward")
     if scored is not None:
@@ -52,6 +67,10 @@ def iteration_metrics(
         node = graph.nodes[name]
         out[f"timing_s/{name}"] = seconds.get(name, 0.0)
         table = tables.get(name)
+        if node.kind == NodeKind.train and node.inputs:
+            batch = tables.get(next(iter(node.inputs.values())))
+            if batch is not None:
+                out |= staleness_metrics(batch, iteration)
         if node.kind == NodeKind.train and table is not None and table.num_rows:
             for field in table.schema:
                 if pa.types.is_floating(field.type) or pa.types.is_integer(field.type):

@@ -7,9 +7,9 @@ only sees these declarations. A built operator is a callable over Arrow tables.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import pyarrow as pa
 
@@ -39,6 +39,7 @@ class NodeContext:
     run_uri: str
     rank: int = 0  # this worker's index in its worker group
     world_size: int = 1  # workers in the group
+    chunk_groups: int = 0  # a streaming operator emits this many prompt groups at a time
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("rldag.ops"))
 
 
@@ -48,6 +49,15 @@ class OperatorInstance(Protocol):
     def __call__(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table: ...
 
 
+@runtime_checkable
+class StreamingOperator(Protocol):
+    """An operator that emits its output in chunks of whole prompt groups as they finish
+    (a generate node): consumers that run per chunk start on the first one."""
+
+    def stream(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> Iterator[pa.Table]: ...
+
+
+@runtime_checkable
 class PolicyHolder(Protocol):
     """A stateful operator that owns policy weights (trainer, rollout engine)."""
 
@@ -56,6 +66,24 @@ class PolicyHolder(Protocol):
     def export_weights(self) -> dict[str, Any]: ...
 
     def load_weights(self, weights: dict[str, Any], version: int) -> None: ...
+
+
+@runtime_checkable
+class Checkpointable(Protocol):
+    """A stateful operator whose state a run checkpoint saves (trainers)."""
+
+    def save_checkpoint(self, path: str) -> None: ...
+
+    def load_checkpoint(self, path: str) -> None: ...
+
+    def export_hf(self, path: str) -> None: ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """An operator holding resources (servers, sandboxes) released at the end of a run."""
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -73,7 +101,10 @@ class OperatorDef:
     dispatch: Dispatch = "group"  # rows over workers: by prompt group, token-balanced, copied
     pool: PoolName | None = None  # its pool when the node sets none (else by kind)
     max_workers: int | None = None  # most workers it can use (None: any)
-    checkpointable: bool = False  # has save_checkpoint/load_checkpoint/export_hf (trainers)
+    checkpointable: bool = False  # its instances are Checkpointable (trainers)
+    streams: bool = False  # runs per chunk of prompt groups (starts on its input's first chunk)
+    emits_chunks: bool = False  # its instances are StreamingOperators (generate)
+    concurrency: Callable[[Any], int] | None = None  # calls at once per worker, from params
     output_schema: Callable[[Any], pa.Schema] | None = None  # sources: schema from the data
     description: str = ""
 

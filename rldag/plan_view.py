@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from rldag.graph import Graph
-from rldag.scheduler import Cluster, Placement, local_cluster, plan_placement
+from rldag.placement import Cluster, Placement, local_cluster, plan_placement
 from rldag.spec import LoadedPipeline
 
 

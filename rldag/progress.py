@@ -1,12 +1,21 @@
-"""Rich progress for `rldag run`: the run id, a bar over iterations with the node running
-now and the last node's rows/s, and a line per finished iteration."""
+"""Rich progress for `rldag run`: the run id, a bar over iterations with the steps running
+now (several iterations at once when async) and the last node's rows/s, and a line per
+finished iteration."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rldag.run import Run, add_listener
+from rldag.events import (
+    Event,
+    IterationFinished,
+    NodeFinished,
+    NodeStarted,
+    RunEnded,
+    RunStarted,
+    add_listener,
+)
 
 SHOWN = ("reward/mean", "response_length/mean", "train/loss", "perf/tokens_per_s")
 
@@ -26,6 +35,7 @@ class RunProgress:
             console=console,
         )
         self.task = None
+        self.running: dict[tuple[int, str], None] = {}
 
     def __enter__(self) -> RunProgress:
         self._remove = add_listener(self.on_event)
@@ -36,26 +46,38 @@ class RunProgress:
         self.progress.stop()
         self._remove()
 
-    def on_event(self, event: str, run: Run, *args: object) -> None:
-        if event == "start":
-            self.console.print(f"run id: [bold]{run.run_id}[/bold]  ({run.uri})")
-            total, done = run.loaded.spec.iterations, args[0] if args else 0  # resumed: done > 0
-            self.task = self.progress.add_task(
-                "iterations", total=total, completed=done, status="", node=""
-            )
-        elif event == "node" and self.task is not None:
-            i, name = args
-            self.progress.update(self.task, node=f"iteration {i}: {name} …")
-        elif event == "node_done" and self.task is not None:
-            i, name, rows, seconds = args
-            rate = f"{rows / seconds:,.0f} rows/s" if seconds > 0 else "-"
-            self.progress.update(self.task, node=f"iteration {i}: {name} {rows} rows, {rate}")
-        elif event == "iteration":
-            i, metrics = args
-            parts = [f"{k}={metrics[k]:.3g}" for k in SHOWN if k in metrics]
-            line = f"iteration {i:>3}  " + "  ".join(parts)
-            line += f"  {metrics['timing_s/iteration']:.2f}s"
-            self.progress.console.print(line, highlight=False)
-            self.progress.update(self.task, advance=1, status=parts[0] if parts else "")
-        elif event == "end":
-            self.console.print(f"done: [bold]{run.run_id}[/bold] -> {run.uri}/metrics.parquet")
+    def _show(self, last: str = "") -> None:
+        now = ", ".join(f"{i}:{name}" for i, name in self.running)
+        self.progress.update(self.task, node=(f"running {now}  " if now else "") + last)
+
+    def on_event(self, event: Event) -> None:
+        match event:
+            case RunStarted():
+                self.console.print(f"run id: [bold]{event.run_id}[/bold]  ({event.uri})")
+                self.task = self.progress.add_task(
+                    "iterations",
+                    total=event.iterations,
+                    completed=event.first,
+                    status="",
+                    node="",
+                )
+            case NodeStarted() if self.task is not None:
+                self.running[(event.iteration, event.node)] = None
+                self._show()
+            case NodeFinished() if self.task is not None:
+                self.running.pop((event.iteration, event.node), None)
+                rate = f"{event.rows / event.seconds:,.0f} rows/s" if event.seconds > 0 else "-"
+                self._show(f"{event.iteration}:{event.node} {event.rows} rows, {rate}")
+            case IterationFinished():
+                metrics = event.metrics
+                parts = [f"{k}={metrics[k]:.3g}" for k in SHOWN if k in metrics]
+                line = f"iteration {event.iteration:>3}  " + "  ".join(parts)
+                line += f"  {metrics['timing_s/iteration']:.2f}s"
+                if event.in_flight:
+                    line += f"  ({event.in_flight} more in flight)"
+                self.progress.console.print(line, highlight=False)
+                self.progress.update(self.task, advance=1, status=parts[0] if parts else "")
+            case RunEnded(failed=False):
+                self.console.print(
+                    f"done: [bold]{event.run_id}[/bold] -> {event.uri}/metrics.parquet"
+                )

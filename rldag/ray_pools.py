@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -24,8 +25,8 @@ from rldag.errors import PlacementError
 from rldag.graph import Graph, Node
 from rldag.log_capture import replay
 from rldag.operator import NodeContext
-from rldag.pools import InProcessPools, NodeRunner
-from rldag.scheduler import Cluster, ClusterNode, Placement, WorkerGroup
+from rldag.placement import Cluster, ClusterNode, Placement, WorkerGroup
+from rldag.pools import InProcessPools, NodeRunner, WeightsSnapshot
 from rldag.spec import PipelineSpec, RaySpec
 from rldag.worker import PoolWorker
 
@@ -112,24 +113,18 @@ class RayPools:
     def _group(self, node: Node) -> WorkerGroup | None:
         return self.placement.group_of(node.name)
 
-    def run(self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
+    def _dispatch(
+        self, node: Node, inputs: Mapping[str, pa.Table]
+    ) -> tuple[list, str | None, pa.Table | None, dict[str, pa.Table], list, object]:
+        """Workers, primary port, its table, the other inputs, each worker's selection of
+        rows and what to send as the primary table (one object-store copy when shared)."""
         import ray
 
-        group = self._group(node)
-        if group is None:
-            out = self._driver.run(node, inputs, ctx)
-            self.operator_seconds[node.name] = self._driver.operator_seconds[node.name]
-            return out
-        workers = self._workers[group.name]
+        workers = self._workers[self._group(node).name]
         ports = [p.name for p in node.op.table_ports if p.name in inputs]
         primary = ports[0] if ports else None
         if primary is None:
-            out, _, seconds, logs = ray.get(
-                workers[0].run.remote(node, dict(inputs), ctx, None, None, None)
-            )
-            replay(logs)  # operator logs, into this task's run logs
-            self.operator_seconds[node.name] = seconds
-            return out
+            return workers[:1], None, None, dict(inputs), [None], None
         table = inputs[primary]
         rest = {k: v for k, v in inputs.items() if k != primary}
         # One copy into the object store; each worker slices its rows out of it zero-copy
@@ -144,6 +139,16 @@ class RayPools:
         else:
             bounds = group_boundaries(table, len(workers))
             selections = list(zip(bounds[:-1], bounds[1:], strict=True))
+        return workers, primary, table, rest, selections, ref
+
+    def run(self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
+        import ray
+
+        if self._group(node) is None:
+            out = self._driver.run(node, inputs, ctx)
+            self.operator_seconds[node.name] = self._driver.operator_seconds[node.name]
+            return out
+        workers, primary, table, rest, selections, ref = self._dispatch(node, inputs)
         refs = [
             w.run.remote(node, rest, ctx, primary, ref, sel)
             for w, sel in zip(workers, selections, strict=False)
@@ -152,44 +157,107 @@ class RayPools:
         for *_, logs in results:
             replay(logs)  # operator logs, into this task's run logs
         self.operator_seconds[node.name] = max(seconds for _, _, seconds, _ in results)
+        if primary is None:
+            return results[0][0]
         outputs = [
             reattach(select_rows(table, sel), out) if only_added else out
             for sel, (out, only_added, _, _) in zip(selections, results, strict=False)
         ]
         return outputs[0] if node.op.dispatch == "replicate" else join_tables(outputs)
 
-    def sync_weights(self, source: Node, target: Node) -> tuple[int, float]:
-        """Move newer policy weights from `source` to every worker of `target`."""
+    def stream(
+        self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext
+    ) -> Iterator[pa.Table]:
+        """A streaming operator's chunks from every worker of its group, as each is ready
+        (Ray streaming generators; chunks of different workers interleave)."""
+        import ray
+
+        if self._group(node) is None:
+            yield from self._driver.stream(node, inputs, ctx)
+            return
+        workers, primary, _, rest, selections, ref = self._dispatch(node, inputs)
+        streams = [
+            w.stream.options(num_returns="streaming").remote(node, rest, ctx, primary, ref, sel)
+            for w, sel in zip(workers, selections, strict=False)
+        ]
+        seconds = [0.0] * len(streams)
+        live = {gen: k for k, gen in enumerate(streams)}
+        while live:
+            ready, _ = ray.wait(list(live), num_returns=1)
+            gen = ready[0]
+            try:
+                chunk, spent, logs = ray.get(next(gen))
+            except StopIteration:
+                del live[gen]
+                continue
+            replay(logs)
+            seconds[live[gen]] += spent
+            yield chunk
+        self.operator_seconds[node.name] = max(seconds)
+
+    def snapshot_weights(self, source: Node) -> WeightsSnapshot:
+        """The trainer's weights now, held in the object store (every rank gathers)."""
+        import ray
+
+        src = self._workers[self._group(source).name]
+        version = ray.get(src[0].policy_version.remote(source))
+        exported = [w.export_weights.remote(source) for w in src]
+        ray.wait(exported, num_returns=len(exported), fetch_local=False)
+        return WeightsSnapshot(version, exported[0], tuple(exported[1:]))
+
+    def sync_weights(
+        self, source: Node, target: Node, snapshot: WeightsSnapshot | None = None
+    ) -> tuple[int, float]:
+        """Bring every worker of `target` to `snapshot` (or to `source`'s current weights)
+        when it is newer; returns the version and the seconds it took."""
         import ray
 
         src_group, dst_group = self._group(source), self._group(target)
         if src_group is None or dst_group is None:
+            if snapshot is not None and dst_group is None:
+                return self._driver.sync_weights(source, target, snapshot)
             return self._driver.sync_weights(source, target)
         start = time.perf_counter()
         dst = self._workers[dst_group.name]
-        if src_group is dst_group:  # colocated: each worker copies in its own process
+        if snapshot is None and src_group is dst_group:  # colocated: a copy in each worker
             versions = ray.get([w.sync_local.remote(source, target) for w in dst])
             return versions[0], time.perf_counter() - start
-        src = self._workers[src_group.name]
-        version = ray.get(src[0].policy_version.remote(source))
-        if version <= ray.get(dst[0].policy_version.remote(target)):
-            return version, 0.0
-        # Every rank of a sharded trainer takes part in gathering the weights; rank 0's
-        # copy is the one object broadcast by reference to the rollout workers.
-        exported = [w.export_weights.remote(source) for w in src]
-        ray.get([w.load_weights.remote(target, exported[0], version) for w in dst])
-        ray.get(exported[1:])
-        return version, time.perf_counter() - start
+        held = ray.get(dst[0].policy_version.remote(target))
+        if snapshot is None:
+            snapshot = self.snapshot_weights(source) if self._newer(source, held) else None
+        if snapshot is None or snapshot.version <= held:
+            return held, 0.0
+        # Rank 0's gathered copy is the one object broadcast by reference to the workers.
+        ray.get([w.load_weights.remote(target, snapshot.weights, snapshot.version) for w in dst])
+        return snapshot.version, time.perf_counter() - start
 
-    def call(self, node: Node, method: str, *args: object) -> object:
-        """Call an operator method on every worker of the node's group (collectives such as
-        sharded checkpoints need all ranks); returns rank 0's result."""
+    def _newer(self, source: Node, held: int) -> bool:
         import ray
 
-        group = self._group(node)
-        if group is None:
-            return self._driver.call(node, method, *args)
-        return ray.get([w.call.remote(node, method, *args) for w in self._workers[group.name]])[0]
+        src = self._workers[self._group(source).name]
+        return ray.get(src[0].policy_version.remote(source)) > held
+
+    def _on_every_rank(self, node: Node, call: Callable[[Any], Any]) -> None:
+        """`call(worker)` (returning an object ref) on every worker of the node's group:
+        sharded checkpoints need all ranks."""
+        import ray
+
+        ray.get([call(w) for w in self._workers[self._group(node).name]])
+
+    def save_checkpoint(self, node: Node, path: str) -> None:
+        if self._group(node) is None:
+            return self._driver.save_checkpoint(node, path)
+        self._on_every_rank(node, lambda w: w.save_checkpoint.remote(node, path))
+
+    def load_checkpoint(self, node: Node, path: str) -> None:
+        if self._group(node) is None:
+            return self._driver.load_checkpoint(node, path)
+        self._on_every_rank(node, lambda w: w.load_checkpoint.remote(node, path))
+
+    def export_hf(self, node: Node, path: str) -> None:
+        if self._group(node) is None:
+            return self._driver.export_hf(node, path)
+        self._on_every_rank(node, lambda w: w.export_hf.remote(node, path))
 
     def close(self) -> None:
         import ray
@@ -211,7 +279,7 @@ class RayPools:
 def start_pools(spec: PipelineSpec, graph: Graph, where: str = "") -> NodeRunner:
     """The NodeRunner for a run: Ray worker groups, or everything in-process when
     `ray.enabled` is false."""
-    from rldag.scheduler import plan_placement
+    from rldag.placement import plan_placement
 
     if not spec.ray.enabled or all(n.pool.value == "driver" for n in graph.nodes.values()):
         return InProcessPools()

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from rldag.graph import Graph
 
 MAX_CHARS = 600  # a rollout's prompt or response is cut to this in Markdown
+REWARD_CURVE = "reward_curve.png"  # stored as <run_id>/reward_curve.png
 
 
 def reward_curve_png(metrics: Sequence[Mapping[str, float]], title: str) -> bytes:

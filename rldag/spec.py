@@ -121,6 +121,15 @@ class CheckpointSpec:
 
 
 @dataclass
+class AsyncSpec:
+    """How far generation runs ahead of training (`async:` in pipeline.yaml), and how edges
+    stream."""
+
+    max_staleness: int = 0  # k: generate of iteration i uses policy version i - k; 0 = sync
+    chunk_groups: int = 8  # prompt groups per streamed chunk (0: whole tables, no streaming)
+
+
+@dataclass
 class ModelSpec:
     """The policy model; node params refer to it as ${model.path}."""
 
@@ -137,6 +146,7 @@ class PipelineSpec:
     model: ModelSpec = field(default_factory=ModelSpec)
     storage: StorageSpec = field(default_factory=StorageSpec)
     checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)
+    async_: AsyncSpec = field(default_factory=AsyncSpec)  # `async:` (a Python keyword)
     ray: RaySpec = field(default_factory=RaySpec)
     pools: PoolsSpec = field(default_factory=PoolsSpec)
     nodes: dict[str, NodeSpec] = field(default_factory=dict)
@@ -151,8 +161,26 @@ class LoadedPipeline:
     source: str
 
 
+# `async` is a Python keyword: pipeline.yaml's `async:` is the spec's `async_` field.
+YAML_KEYS = {"async": "async_"}
+
+
+def _to_fields(cfg: DictConfig) -> DictConfig:
+    for key, name in YAML_KEYS.items():
+        if key in cfg:
+            cfg[name] = cfg.pop(key)
+    return cfg
+
+
+def _to_yaml_key(path: str) -> str:
+    for key, name in YAML_KEYS.items():
+        if path == name or path.startswith(name + "."):
+            return key + path[len(name) :]
+    return path
+
+
 def _spec_error(err: OmegaConfBaseException, where: str, prefix: str = "") -> SpecError:
-    key = getattr(err, "full_key", "") or ""
+    key = _to_yaml_key(getattr(err, "full_key", "") or "")
     message = str(getattr(err, "msg", "") or err).splitlines()[0]
     path = ".".join(p for p in (prefix, key) if p)
     return SpecError(message, path=path, where=where)
@@ -211,8 +239,8 @@ def load_pipeline(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
     """Read, merge overrides into, type-check and resolve a pipeline file."""
     path = Path(path)
     where = str(path)
-    raw = _load_yaml(path)
-    extra = _parse_overrides(list(overrides))
+    raw = _to_fields(_load_yaml(path))
+    extra = _to_fields(_parse_overrides(list(overrides)))
     try:
         merged = OmegaConf.merge(OmegaConf.structured(PipelineSpec), OmegaConf.merge(raw, extra))
         OmegaConf.resolve(merged)
@@ -221,7 +249,10 @@ def load_pipeline(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
         raise _spec_error(err, where) from None
     assert isinstance(spec, PipelineSpec)
     _check_values(spec, where)
-    return LoadedPipeline(spec=spec, resolved_yaml=OmegaConf.to_yaml(merged), source=where)
+    text = OmegaConf.to_yaml(merged)
+    for key, name in YAML_KEYS.items():
+        text = text.replace(f"\n{name}:", f"\n{key}:")
+    return LoadedPipeline(spec=spec, resolved_yaml=text, source=where)
 
 
 def _check_values(spec: PipelineSpec, where: str) -> None:
@@ -229,3 +260,7 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
         raise SpecError(f"must be >= 1, got {spec.iterations}", path="iterations", where=where)
     if not spec.nodes:
         raise SpecError("the pipeline has no nodes", path="nodes", where=where)
+    for key in ("max_staleness", "chunk_groups"):
+        value = getattr(spec.async_, key)
+        if value < 0:
+            raise SpecError(f"must be >= 0, got {value}", path=f"async.{key}", where=where)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -17,6 +17,7 @@ from rldag.dispatch import added_columns, select_rows
 from rldag.graph import Node
 from rldag.log_capture import CapturedLogs
 from rldag.operator import NodeContext, OperatorInstance
+from rldag.pools import checkpointable, close_all, policy, pull_weights, streaming, version_of
 from rldag.weights import from_wire, to_wire
 
 
@@ -94,33 +95,55 @@ class PoolWorker:
             return output.select(added), True, seconds, logs.records
         return output, False, seconds, logs.records
 
+    def stream(
+        self,
+        node: Node,
+        inputs: Mapping[str, pa.Table],
+        ctx: NodeContext,
+        primary: str | None,
+        table: pa.Table | None,
+        selection: tuple[int, int] | np.ndarray | None,
+    ) -> Iterator[tuple[pa.Table, float, list[dict[str, object]]]]:
+        """A streaming operator's chunks (a Ray streaming generator): (chunk, operator
+        seconds, log records) as each chunk is ready."""
+        ctx = replace(ctx, rank=self.rank, world_size=self.world_size)
+        if primary is not None:
+            inputs = {**inputs, primary: select_rows(table, selection)}
+        chunks = streaming(self._instance(node)).stream(inputs, ctx)
+        while True:
+            with CapturedLogs() as logs:
+                begin = time.perf_counter()
+                chunk = next(chunks, None)
+                seconds = time.perf_counter() - begin
+            if chunk is None:
+                return
+            yield chunk, seconds, logs.records
+
     def policy_version(self, node: Node) -> int:
-        return getattr(self._instance(node), "policy_version", 0)
+        return version_of(self._instance(node))
 
     def export_weights(self, node: Node) -> dict[str, Any]:
         """The node's weights in wire form (numpy buffers the object store holds zero-copy)."""
-        return to_wire(self._instance(node).export_weights())
+        return to_wire(policy(self._instance(node)).export_weights())
 
     def load_weights(self, node: Node, weights: dict[str, Any], version: int) -> float:
         start = time.perf_counter()
-        self._instance(node).load_weights(from_wire(weights), version)
+        policy(self._instance(node)).load_weights(from_wire(weights), version)
         return time.perf_counter() - start
 
-    def call(self, node: Node, method: str, *args: Any) -> Any:
-        """Call a method of a node's operator on this worker (checkpoint, restore, export)."""
-        return getattr(self._instance(node), method)(*args)
+    def save_checkpoint(self, node: Node, path: str) -> None:
+        checkpointable(self._instance(node)).save_checkpoint(path)
+
+    def load_checkpoint(self, node: Node, path: str) -> None:
+        checkpointable(self._instance(node)).load_checkpoint(path)
+
+    def export_hf(self, node: Node, path: str) -> None:
+        checkpointable(self._instance(node)).export_hf(path)
 
     def sync_local(self, source: Node, target: Node) -> int:
         """Colocated weights edge: copy in this process when the source is newer."""
-        src, dst = self._instance(source), self._instance(target)
-        version = getattr(src, "policy_version", 0)
-        if version > getattr(dst, "policy_version", 0):
-            dst.load_weights(src.export_weights(), version)
-        return version
+        return pull_weights(self._instance(source), self._instance(target))[0]
 
     def close(self) -> None:
-        for inst in self._instances.values():
-            close = getattr(inst, "close", None)
-            if close is not None:
-                close()
+        close_all(self._instances)
         self._instances.clear()

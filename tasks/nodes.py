@@ -1,19 +1,21 @@
-"""One Prefect task per node kind; each task run is named after its pipeline node.
+"""One Prefect task per node of a run: its task runs are named after the node and receive the
+handles of the edges they consume (never tables); they run the node through the run.
 
-Tasks pass only handles (URI, rows, bytes); the tables stay with the run's pools.
+A node whose output others read while it runs (chunks of a generate or per-chunk node) is
+not retried: its readers would have seen the failed attempt.
 """
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Mapping
 
 from prefect import Task, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from rldag.graph import Node
-from rldag.run import get_run
+from rldag.run import EdgeHandle, Run
+from rldag.scheduler import Step, emits_chunks
 from rldag.spec import NodeKind
-from rldag.storage import TableHandle
 
 # The contract of each kind as Prefect sees it: how often a failure is retried.
 # Train steps the optimizer and is never retried blindly.
@@ -27,29 +29,22 @@ RETRIES = {
 }
 
 
-@task(cache_policy=NO_CACHE, persist_result=False)
-def run_node(
-    run_id: str, iteration: int, node: str, upstream: dict[str, TableHandle | None]
-) -> TableHandle:
-    """Execute one node of one iteration; `upstream` only orders and links the graph."""
-    handle = get_run(run_id).execute_node(iteration, node)
-    where = handle.uri or "not persisted"
-    get_run_logger().info("%d rows, %d bytes -> %s", handle.rows, handle.bytes, where)
-    return handle
+def node_task(run: Run, node: Node) -> Task:
+    """The Prefect task that runs `node` of `run` for one iteration (built once per node)."""
 
+    def execute(iteration: int, inputs: Mapping[str, EdgeHandle]) -> EdgeHandle:
+        handle = run.execute(Step(iteration, node.name), inputs)
+        where = handle.uri or "not persisted"
+        get_run_logger().info("%d rows, %d bytes -> %s", handle.rows, handle.bytes, where)
+        return handle
 
-_TASKS: dict[NodeKind, Task] = {
-    kind: run_node.with_options(name=kind.value, retries=retries)
-    for kind, retries in RETRIES.items()
-}
-
-
-def node_task(node: Node) -> Task:
-    """The Prefect task of `node`'s kind, with the task run named after the node (built once
-    per node: `with_options` constructs a whole Task, a few ms per iteration otherwise)."""
-    return _named_task(node.kind, node.name)
-
-
-@cache
-def _named_task(kind: NodeKind, name: str) -> Task:
-    return _TASKS[kind].with_options(task_run_name=name)
+    execute.__doc__ = f"Run node '{node.name}' ({node.op.name}) for one iteration."
+    retries = 0 if emits_chunks(node) else RETRIES[node.kind]
+    return task(
+        execute,
+        name=node.kind.value,
+        task_run_name=node.name,
+        retries=retries,
+        cache_policy=NO_CACHE,
+        persist_result=False,
+    )

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from flows.cli import main
 from operators.prompts import encode_prompt
 from operators.rewards.arithmetic import compute_score
-from rldag.cli import main
 from rldag.graph import build_graph
 from rldag.pools import InProcessPools
 from rldag.run import Run

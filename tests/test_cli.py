@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-from rldag.cli import main
+from flows.cli import main
 from tests.conftest import scoring_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _rldag(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "rldag.cli", *args], cwd=cwd, capture_output=True, text=True
+        [sys.executable, "-m", "flows.cli", *args], cwd=cwd, capture_output=True, text=True
     )
 
 

@@ -19,7 +19,7 @@ def _deploy(*args: str, home: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["PREFECT_HOME"] = str(home)  # an empty profile: no API URL configured
     return subprocess.run(
-        [sys.executable, "-m", "rldag.cli", "deploy", *args],
+        [sys.executable, "-m", "flows.cli", "deploy", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -16,7 +16,6 @@ import yaml
 from rldag.graph import build_graph
 from rldag.run import Run
 from rldag.spec import load_pipeline
-from rldag.weights import from_wire
 
 pytestmark = pytest.mark.slow
 
@@ -72,19 +71,9 @@ def train_once(tmp_path: Path, model: Path, data: Path, workers: int):
     spec.write_text(yaml.safe_dump(doc))
     loaded = load_pipeline(spec)
     run = Run.start(loaded, build_graph(loaded))
-    try:
-        for name in run.graph.order:
-            run.execute_node(0, name)
-        import ray
-
-        trainer = run.graph.nodes["train"]
-        weights = from_wire(
-            ray.get([w.export_weights.remote(trainer) for w in run.runner.workers("training")])[0]
-        )
-        metrics = run.table(0, "train")
-    finally:
-        run.close()
-    return metrics, weights
+    run.run_inline(1)  # ends by exporting the gathered policy to <run>/hf/train
+    metrics = pq.read_table(Path(run.uri) / "iter=0" / "train.parquet")
+    return metrics, build_initial(Path(run.uri) / "hf" / "train")
 
 
 def test_two_fsdp_ranks_match_one_worker(ray_local, tiny_task, tmp_path):

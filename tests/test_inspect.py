@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from rldag.cli import main
+from flows.cli import main
 from rldag.storage import Storage
 
 RUN = "demo-20260101-000000-abcd"

@@ -66,11 +66,7 @@ def test_split_pools_land_on_separate_nodes_with_their_gpus(
     doc["nodes"]["on_environment"] = _probe("environment", "prompts")
     loaded = load_pipeline(write_yaml(doc))
     run = Run.start(loaded, build_graph(loaded))
-    try:
-        for name in run.graph.order:
-            run.execute_node(0, name)
-    finally:
-        run.close()
+    run.run_inline(1)
 
     def workers(node: str) -> dict[int, dict]:
         rows = pq.read_table(Path(run.uri) / "iter=0" / f"{node}.parquet").to_pylist()

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rldag.cli", "run", str(ROOT / "pipeline.yaml"), *args]
+    return [sys.executable, "-m", "flows.cli", "run", str(ROOT / "pipeline.yaml"), *args]
 
 
 def _overrides(tiny_task: Path, storage: Path) -> list[str]:
@@ -101,7 +101,7 @@ def test_killed_run_resumes_identically(tiny_task, tmp_path):
     # On demand: export the last checkpoint again; it is the policy the run ended with.
     import shutil
 
-    from rldag.cli import main
+    from flows.cli import main
 
     shutil.rmtree(run_dir / "hf")
     overrides = _overrides(tiny_task, killed_dir)

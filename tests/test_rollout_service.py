@@ -88,13 +88,7 @@ def test_pipeline_with_two_rollout_servers_and_weight_updates(tiny_task, tmp_pat
         ],
     )
     run = Run.start(loaded, build_graph(loaded))
-    try:
-        for i in range(2):
-            for name in run.graph.order:
-                run.execute_node(i, name)
-            run.finish_iteration(i, 0.0)
-    finally:
-        run.close()
+    run.run_inline(2)
     run_dir = Path(run.uri)
     tables = [pq.read_table(run_dir / f"iter={i}" / "generate.parquet") for i in range(2)]
     assert [set(t["policy_version"].to_pylist()) for t in tables] == [{0}, {1}]

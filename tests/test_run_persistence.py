@@ -6,7 +6,19 @@ import pyarrow.parquet as pq
 import pytest
 
 from rldag.errors import RunError
+from rldag.scheduler import Step
 from tests.conftest import scoring_pipeline
+
+
+def execute_iteration(run, iteration: int) -> list:
+    """Every step of one iteration, in graph order, each on its inputs' handles."""
+    handles = {}
+    for name, node in run.graph.nodes.items():
+        step = Step(iteration, name)
+        run.open_step(step)
+        inputs = {port: handles[up] for port, up in node.inputs.items()}
+        handles[name] = run.execute(step, inputs)
+    return list(handles.values())
 
 
 def test_edges_are_stored_in_the_background_and_failures_name_the_file(
@@ -24,7 +36,7 @@ def test_edges_are_stored_in_the_background_and_failures_name_the_file(
     loaded = load_pipeline(write_yaml(doc), ["ray.enabled=false"])
     run = Run.start(loaded, build_graph(loaded), InProcessPools())
     try:
-        handles = [run.execute_node(0, name) for name in run.graph.order]
+        handles = execute_iteration(run, 0)
         run.finish_iteration(0, 0.0)
         for handle in handles:  # every handle points at a complete table once finished
             assert pq.read_table(handle.uri).num_rows == handle.rows
@@ -36,8 +48,7 @@ def test_edges_are_stored_in_the_background_and_failures_name_the_file(
             return real(self, rel, table)
 
         monkeypatch.setattr(Storage, "write_table", broken)
-        for name in run.graph.order:
-            run.execute_node(1, name)
+        execute_iteration(run, 1)
         with pytest.raises(RunError, match=r"iter=1/score\.parquet.*disk full"):
             run.finish_iteration(1, 0.0)
     finally:

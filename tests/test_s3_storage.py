@@ -137,7 +137,7 @@ def test_rldag_run_with_a_missing_bucket_exits_2_and_writes_nothing(endpoint, wr
     path = write_yaml(scoring_pipeline(dataset))
     overrides = ["storage.uri=s3://no-such-bucket/runs", f"storage.endpoint_url={endpoint}"]
     result = subprocess.run(
-        [sys.executable, "-m", "rldag.cli", "run", str(path), *overrides],
+        [sys.executable, "-m", "flows.cli", "run", str(path), *overrides],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -152,8 +152,8 @@ def test_rldag_run_with_a_missing_bucket_exits_2_and_writes_nothing(endpoint, wr
 def test_a_run_stored_on_s3_has_the_local_layout_and_tables(
     prefect_api, endpoint, bucket, write_yaml, dataset, tmp_path, capsys
 ):
+    from flows.cli import main
     from flows.rl_loop import rldag_run
-    from rldag.cli import main
 
     path = write_yaml(scoring_pipeline(dataset))
     on_s3 = [f"storage.uri=s3://{bucket}/runs", f"storage.endpoint_url={endpoint}"]

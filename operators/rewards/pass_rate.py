@@ -33,5 +33,6 @@ PASS_RATE = OperatorDef(
     factory=_score,
     ports=(Port("executed", columns("tests_passed", "tests_total")),),
     adds=(col("reward"),),
+    streams=True,
     description="Reward = tests passed / tests total (0 without tests).",
 )

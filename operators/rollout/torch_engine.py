@@ -10,6 +10,7 @@ Sampling is per sequence and deterministic under ``SamplingParams.seed``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -130,27 +131,36 @@ class TorchEngine:
         Sample ``j`` of prompt ``i`` depends only on the model, the prompt, ``params`` and
         ``(params.seed, i, j)``: not on batch size or the other prompts.
         """
+        done = dict(self.generate_stream(prompt_ids, params))
+        return [done[i] for i in range(len(prompt_ids))]
+
+    def generate_stream(
+        self, prompt_ids: list[list[int]], params: SamplingParams
+    ) -> Iterator[tuple[int, list[Completion]]]:
+        """Like ``generate``, yielding ``(prompt index, its completions)`` as each prompt's
+        group finishes (the same samples, in completion order)."""
         if any(len(p) == 0 for p in prompt_ids):
             raise ValueError("every prompt needs at least one token")
         if params.stop and self.tokenizer is None:
             raise ValueError("stop strings need a tokenizer")
         seed = random_seed() if params.seed is None else params.seed
         stop_ids = self.stop_ids(params)
-        tickets = [
-            self.batcher.submit(p, params, seed=seed, index=i, stop_ids=stop_ids)
+        index = {
+            self.batcher.submit(p, params, seed=seed, index=i, stop_ids=stop_ids): i
             for i, p in enumerate(prompt_ids)
-        ]
-        done: dict[int, list[Completion]] = {}
+        }
+        remaining = len(index)
         was_training = self.model.training
         if was_training:  # train()/eval() walk every module: only when needed
             self.model.eval()
         try:
-            while len(done) < len(tickets):
-                done.update(self.batcher.step())
+            while remaining:
+                for ticket, completions in self.batcher.step():
+                    remaining -= 1
+                    yield index[ticket], completions
         except BaseException:
             self.batcher.abort_all()  # leave no half-done work in the shared batcher
             raise
         finally:
             if was_training:
                 self.model.train()
-        return [done[t] for t in tickets]

@@ -70,12 +70,8 @@ def test_sandbox_node_scores_by_pass_rate_and_stores_columns(ray_local, code_pip
     graph = build_graph(loaded)
     assert graph.nodes["execute"].pool.value == "environment"
     run = Run.start(loaded, graph)
-    try:
-        for name in graph.order:
-            run.execute_node(0, name)
-        table = run.table(0, "score")
-    finally:
-        run.close()
+    run.run_inline(1)
+    table = pq.read_table(Path(run.uri) / "iter=0" / "score.parquet")
     assert table["tests_total"].to_pylist() == [2, 2, 2, 2]
     assert table["tests_passed"].to_pylist() == [2, 1, 0, 1]
     assert table["reward"].to_pylist() == [1.0, 0.5, 0.0, 0.5]
@@ -94,7 +90,7 @@ def test_sandbox_cli_prints_the_result_as_json(tmp_path):
         [
             sys.executable,
             "-m",
-            "rldag.cli",
+            "flows.cli",
             "sandbox",
             str(program),
             "--tests",
@@ -111,7 +107,7 @@ def test_sandbox_cli_prints_the_result_as_json(tmp_path):
     assert (out["tests_passed"], out["tests_total"]) == (2, 3)
     assert out["stdout"] == "hello\n" and out["exec_status"] == "ok"
     missing = subprocess.run(
-        [sys.executable, "-m", "rldag.cli", "sandbox", str(tmp_path / "nope.py")],
+        [sys.executable, "-m", "flows.cli", "sandbox", str(tmp_path / "nope.py")],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -7,7 +7,7 @@ import pytest
 
 from rldag.errors import PlacementError
 from rldag.graph import build_graph
-from rldag.scheduler import Cluster, ClusterNode, local_cluster, plan_placement
+from rldag.placement import Cluster, ClusterNode, local_cluster, plan_placement
 from rldag.spec import PlacementStrategy, load_pipeline
 from tests.conftest import scoring_pipeline
 

@@ -2,6 +2,10 @@
 overrides; `rldag inspect RUN` shows a stored run; `rldag sandbox FILE.py` runs one program
 the way a sandbox node does.
 
+This is the composition root: the one module allowed to import every layer (the core
+`rldag`, the Prefect `flows` and `tasks`, the `operators`); the layering contracts in
+pyproject.toml say so.
+
 Exit codes: 0 ok, 1 the run failed, 2 bad input (nothing ran, nothing written).
 """
 

@@ -1,0 +1,116 @@
+"""The one loop that drives a run: it asks the scheduler what may start, hands each step to a
+launcher (a thread here; a Prefect task run in flows.rl_loop), and when an iteration is
+complete computes its metrics, commits its checkpoint and tells the launcher and the
+listeners. At the end it exports the policy and stores the reward curve.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Protocol
+
+from rldag import checkpoints
+from rldag.events import IterationFinished, RunEnded, RunStarted, emit
+from rldag.report import REWARD_CURVE, reward_curve_png, sample_rollouts
+from rldag.run import EdgeHandle, Run
+from rldag.scheduler import Scheduler, Step
+
+SETTLE_S = 120  # after a failure, how long running steps may take to finish before closing
+
+
+class Launcher(Protocol):
+    """Starts steps for the driver; the orchestrator-specific part of a run."""
+
+    def launch(self, step: Step, inputs: Mapping[str, EdgeHandle]) -> Future[EdgeHandle]: ...
+
+    def iteration_finished(
+        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict]
+    ) -> None: ...
+
+    def close(self, failed: bool) -> None: ...
+
+
+class InlineLauncher:
+    """Runs each step in a thread of this process (tests, benches, debugging)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        workers = len(run.graph.nodes) * (run.max_staleness + 1) + 1
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="rldag-step")
+
+    def launch(self, step: Step, inputs: Mapping[str, EdgeHandle]) -> Future[EdgeHandle]:
+        return self._pool.submit(self.run.execute, step, inputs)
+
+    def iteration_finished(
+        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict]
+    ) -> None:
+        return None
+
+    def close(self, failed: bool) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def store_reward_curve(run: Run) -> bytes | None:
+    """The reward curve PNG of the iterations done, stored with the run."""
+    if not run.metrics:
+        return None
+    png = reward_curve_png(run.metrics, f"{run.loaded.spec.name} · {run.run_id}")
+    run.storage.write_bytes(f"{run.run_id}/{REWARD_CURVE}", png)
+    return png
+
+
+def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None) -> None:
+    """Run iterations `first`..`last - 1` (default: to the pipeline's `iterations`) of
+    `run`, then close it. A failed step stops the run with its RunError once the steps
+    still running have settled; finished iterations stay stored."""
+    spec = run.loaded.spec
+    last = spec.iterations if last is None else last
+    scheduler = Scheduler(run.graph, first, last, run.max_staleness)
+    emit(RunStarted(run.run_id, run.uri, first, spec.iterations))
+    pending: dict[Future[EdgeHandle], Step] = {}
+    handles: dict[Step, EdgeHandle] = {}
+    started: dict[int, float] = {}
+    closing = first
+    failed = True
+    try:
+        while not scheduler.done:
+            for step in scheduler.ready():
+                scheduler.start(step)
+                started.setdefault(step.iteration, time.perf_counter())
+                handles[step] = run.open_step(step)
+                node = run.graph.nodes[step.node]
+                inputs = {p: handles[Step(step.iteration, up)] for p, up in node.inputs.items()}
+                pending[launcher.launch(step, inputs)] = step
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: pending[f]):
+                step = pending.pop(future)
+                handles[step] = future.result()
+                scheduler.finish(step)
+            while closing < last and scheduler.iteration_finished(closing):
+                _close_iteration(run, launcher, closing, time.perf_counter() - started[closing])
+                in_flight = len({s.iteration for s in pending.values()})
+                emit(IterationFinished(run.run_id, closing, run.metrics[-1], in_flight))
+                for name in run.graph.order:
+                    handles.pop(Step(closing, name), None)
+                closing += 1
+        if spec.checkpoint.export_hf:
+            checkpoints.export_policy(run)
+        failed = False
+    finally:
+        wait(pending, timeout=SETTLE_S)
+        try:
+            store_reward_curve(run)  # also for a failed run: the iterations it finished
+            launcher.close(failed)
+        finally:
+            run.close()
+            emit(RunEnded(run.run_id, run.uri, failed))
+
+
+def _close_iteration(run: Run, launcher: Launcher, iteration: int, seconds: float) -> None:
+    tables = {name: run.table(iteration, name) for name in run.graph.order}
+    rollouts = sample_rollouts(run.graph, tables)
+    metrics = run.finish_iteration(iteration, seconds)
+    checkpoints.commit_if_due(run, iteration)
+    launcher.iteration_finished(iteration, metrics, rollouts)
