@@ -183,8 +183,10 @@ class Run:
         if self.max_staleness:
             version = weights_version(step.iteration, self.max_staleness)
             snapshot = self.snapshots.get(version)
-            if snapshot is None and version > 0:
-                raise RuntimeError(f"policy version {version} was not kept for this iteration")
+            if snapshot is None:
+                if version > 0:
+                    raise RuntimeError(f"policy version {version} was not kept for it")
+                return  # the rollout engine starts on the initial policy, version 0
         _, sync_s = self.runner.sync_weights(source, node, snapshot)
         with self._lock:
             self._sync_s[step.iteration] = self._sync_s.get(step.iteration, 0.0) + sync_s

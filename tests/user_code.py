@@ -118,3 +118,16 @@ FAIL_AT_ITERATION_1 = OperatorDef(
     factory=_fail_at_iteration_1,
     ports=(Port("rows"),),
 )
+
+
+SCORED_AT: list[float] = []  # perf_counter of every timed_score call (tests/test_async.py)
+
+
+def timed_score(data_source: str, solution_str: str, ground_truth: str, extra_info=None) -> float:
+    """The arithmetic reward, recording when each row was scored."""
+    import time
+
+    from operators.rewards.arithmetic import compute_score
+
+    SCORED_AT.append(time.perf_counter())
+    return compute_score(data_source, solution_str, ground_truth, extra_info)
