@@ -23,7 +23,7 @@ from rich.console import Console
 from rldag import checkpoints
 from rldag.errors import InputError, RunError
 from rldag.graph import Graph, build_graph
-from rldag.plan_view import placement_for, print_nodes, print_placement
+from rldag.plan_view import placement_for, print_execution, print_nodes, print_placement
 from rldag.spec import LoadedPipeline, load_pipeline
 from rldag.storage import open_storage
 
@@ -48,6 +48,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     placement = placement_for(loaded, graph)
     print_nodes(console, loaded, graph)
     print_placement(console, loaded, graph, placement)
+    print_execution(console, loaded, graph)
     return 0
 
 

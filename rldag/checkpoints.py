@@ -1,13 +1,16 @@
 """Run-level checkpoints and resume: which iteration is saved, where, and how a stopped run
 continues. The operators (trainers) write their own state; this module decides when.
 
-Layout under the run: `checkpoints/iter=<i>/<node>/` (sharded DCP + extras) and
-`checkpoints/latest.json`, written last, so a crash mid-checkpoint keeps the previous one.
+Layout under the run: `checkpoints/iter=<i>/<node>/` (sharded DCP + extras),
+`checkpoints/iter=<i>/versions/v<version>.safetensors` (async: the policy versions the next k
+generate steps still run on) and `checkpoints/latest.json`, written last, so a crash
+mid-checkpoint keeps the previous one.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rldag.errors import InputError
@@ -15,6 +18,7 @@ from rldag.graph import Graph, Node
 from rldag.pools import InProcessPools
 from rldag.spec import LoadedPipeline, PipelineSpec
 from rldag.storage import Storage, open_storage
+from rldag.weights import load_wire, save_wire
 
 if TYPE_CHECKING:
     from rldag.run import Run
@@ -43,9 +47,18 @@ def due(spec: PipelineSpec, iteration: int) -> bool:
 
 def save_node(run: Run, iteration: int, node: Node) -> None:
     """Save a trainer's state right after its step of `iteration` (before its next step can
-    start, so the state is exactly that iteration's)."""
+    start, so the state is exactly that iteration's); with k > 0 also the frozen policy
+    versions iterations iteration+1..iteration+k generate on, so a resumed run samples the
+    same rows."""
     with run.storage.local_dir(_node_dir(run, iteration, node.name)) as path:
         run.runner.save_checkpoint(node, path)
+    needed = {v for v in run.snapshots if 0 < v <= iteration}
+    if not needed:
+        return
+    with run.storage.local_dir(f"{run.run_id}/checkpoints/iter={iteration}/versions") as path:
+        for version in sorted(needed):
+            wire = run.runner.snapshot_to_wire(run.snapshots[version])
+            save_wire(str(Path(path) / f"v{version}.safetensors"), wire)
 
 
 def commit_if_due(run: Run, iteration: int) -> bool:
@@ -75,6 +88,14 @@ def resume(run: Run) -> int:
     for node in checkpointed_nodes(run.graph):
         with run.storage.fetch_dir(_node_dir(run, done, node.name)) as path:
             run.runner.load_checkpoint(node, path)
+    versions = f"{run.run_id}/checkpoints/iter={done}/versions"
+    if run.max_staleness and run.storage.exists(versions):
+        with run.storage.fetch_dir(versions) as path:
+            for file in sorted(Path(path).glob("v*.safetensors")):
+                version = int(file.stem[1:])
+                run.snapshots[version] = run.runner.snapshot_from_wire(
+                    version, load_wire(str(file))
+                )
     if run.storage.exists(f"{run.run_id}/metrics.parquet"):
         rows = run.storage.read_table(f"{run.run_id}/metrics.parquet").to_pylist()
         run.metrics = [

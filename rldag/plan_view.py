@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from rldag.graph import Graph
+from rldag.graph import Graph, Node
 from rldag.placement import Cluster, Placement, local_cluster, plan_placement
+from rldag.scheduler import emits_chunks
 from rldag.spec import LoadedPipeline
 
 
@@ -43,7 +44,8 @@ def print_nodes(console: Console, loaded: LoadedPipeline, graph: Graph) -> None:
             needs = ", ".join(c.name for c in ports[port].columns)
             console.print(f"     in   {port} <- {upstream}  (needs {needs})", highlight=False)
         if node.weights_from:
-            console.print(f"     in   weights <- {node.weights_from}[i-1]", markup=False)
+            lag = f"i-{1 + spec.async_.max_staleness}"
+            console.print(f"     in   weights <- {node.weights_from}[{lag}]", markup=False)
         added = {c.name for c in node.op.adds}
         new = [f.name for f in node.output if f.name in added or not node.inputs]
         kept = len(node.output) - len(new)
@@ -87,3 +89,59 @@ def print_placement(
     )
     for line in _weights_route(graph, placement):
         console.print(f"  {line}", highlight=False)
+
+
+def print_execution(console: Console, loaded: LoadedPipeline, graph: Graph) -> None:
+    """What runs at the same time: iterations in flight, what overlaps what, which edges
+    stream and which nodes wait for their whole batch."""
+    k = loaded.spec.async_.max_staleness
+    if k == 0:
+        console.print(
+            "execution: synchronous (async.max_staleness=0): iteration i+1 starts when "
+            "iteration i has finished",
+            highlight=False,
+        )
+    else:
+        console.print(
+            f"execution: async.max_staleness={k}: up to {k + 1} iterations in flight; generate "
+            f"of iteration i runs on policy version i-{k} (train of iteration i-{k + 1})",
+            highlight=False,
+        )
+        for node in graph.nodes.values():
+            if node.weights_from is None:
+                continue
+            later = [n for n in graph.order if n != node.name and n in _downstream(graph, node)]
+            ahead = "i+1" if k == 1 else f"i+1..i+{k}"
+            console.print(
+                f"  overlaps: {node.name} of iterations {ahead} (pool {node.pool.value}) "
+                f"with {', '.join(later)} of iteration i",
+                highlight=False,
+            )
+    chunk = loaded.spec.async_.chunk_groups
+    streamed = [
+        f"{name} <- {up}"
+        for name, node in graph.nodes.items()
+        for up in node.inputs.values()
+        if chunk and node.op.streams and emits_chunks(graph.nodes[up])
+    ]
+    if streamed:
+        console.print(
+            f"  streamed (start on the first chunk of {chunk} prompt groups): "
+            + ", ".join(streamed),
+            highlight=False,
+        )
+    whole = [n for n, node in graph.nodes.items() if node.inputs and not node.op.streams]
+    if whole:
+        console.print(f"  whole batch: {', '.join(whole)}", highlight=False)
+
+
+def _downstream(graph: Graph, node: Node) -> set[str]:
+    """Nodes that read `node`'s table, directly or not."""
+    out: set[str] = set()
+    frontier = [node.name]
+    while frontier:
+        for consumer in graph.consumers(frontier.pop()):
+            if consumer not in out:
+                out.add(consumer)
+                frontier.append(consumer)
+    return out

@@ -23,6 +23,7 @@ from rldag.operator import (
     PolicyHolder,
     StreamingOperator,
 )
+from rldag.weights import from_wire, to_wire
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,10 @@ class NodeRunner(Protocol):
     def sync_weights(
         self, source: Node, target: Node, snapshot: WeightsSnapshot | None = None
     ) -> tuple[int, float]: ...
+
+    def snapshot_to_wire(self, snapshot: WeightsSnapshot) -> dict[str, Any]: ...
+
+    def snapshot_from_wire(self, version: int, weights: dict[str, Any]) -> WeightsSnapshot: ...
 
     def save_checkpoint(self, node: Node, path: str) -> None: ...
 
@@ -150,6 +155,13 @@ class InProcessPools:
         else:
             version, copied = version_of(dst), False
         return version, time.perf_counter() - start if copied else 0.0
+
+    def snapshot_to_wire(self, snapshot: WeightsSnapshot) -> dict[str, Any]:
+        """A frozen version in wire form (rldag.weights), to save with a checkpoint."""
+        return to_wire(snapshot.weights)
+
+    def snapshot_from_wire(self, version: int, weights: dict[str, Any]) -> WeightsSnapshot:
+        return WeightsSnapshot(version, from_wire(weights))
 
     def save_checkpoint(self, node: Node, path: str) -> None:
         checkpointable(self.instance(node)).save_checkpoint(path)

@@ -231,6 +231,18 @@ class RayPools:
         ray.get([w.load_weights.remote(target, snapshot.weights, snapshot.version) for w in dst])
         return snapshot.version, time.perf_counter() - start
 
+    def snapshot_to_wire(self, snapshot: WeightsSnapshot) -> dict[str, Any]:
+        import ray
+
+        if not hasattr(snapshot.weights, "hex"):  # not an object ref: an in-driver snapshot
+            return self._driver.snapshot_to_wire(snapshot)
+        return ray.get(snapshot.weights)
+
+    def snapshot_from_wire(self, version: int, weights: dict[str, Any]) -> WeightsSnapshot:
+        import ray
+
+        return WeightsSnapshot(version, ray.put(weights))
+
     def _newer(self, source: Node, held: int) -> bool:
         import ray
 

@@ -43,3 +43,22 @@ def from_wire(weights: dict[str, Any]) -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def save_wire(path: str, weights: dict[str, Any]) -> None:
+    """Wire-form weights as one safetensors file (dtype names in its metadata)."""
+    from safetensors.numpy import save_file
+
+    arrays = {name: value[1] for name, value in weights.items()}
+    dtypes = {name: value[2] for name, value in weights.items()}
+    save_file(arrays, path, metadata=dtypes)
+
+
+def load_wire(path: str) -> dict[str, Any]:
+    """The inverse of `save_wire`."""
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
+    with safe_open(path, "np") as f:
+        dtypes = f.metadata() or {}
+    return {name: ("tensor", a, dtypes[name]) for name, a in load_file(path).items()}

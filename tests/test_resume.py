@@ -1,6 +1,7 @@
 """Kill a run after a checkpoint, resume it, and get exactly the run that was never killed:
 policy versions, the data cursor and the stored tables continue without gaps or duplicates,
-and the rewards after the resume are identical. Ends with the exported HF policy."""
+and the rewards after the resume are identical — synchronous, and asynchronous with k = 2
+(killed with iterations in flight). Ends with the exported HF policy."""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "flows.cli", "run", str(ROOT / "pipeline.yaml"), *args]
 
 
-def _overrides(tiny_task: Path, storage: Path) -> list[str]:
+ASYNC = ["async.max_staleness=2", "pools.colocate=[]"]
+
+
+def _overrides(tiny_task: Path, storage: Path, extra: tuple[str, ...] = ()) -> list[str]:
     return [
+        *extra,
         f"model.path={tiny_task / 'model'}",
         f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
         f"storage.uri={storage}",
@@ -50,10 +55,18 @@ def _metrics(run_dir: Path) -> list[dict]:
     return pq.read_table(run_dir / "metrics.parquet").to_pylist()
 
 
-def test_killed_run_resumes_identically(tiny_task, tmp_path):
+def _responses(run_dir: Path, i: int) -> list[tuple]:
+    table = pq.read_table(run_dir / f"iter={i}" / "generate.parquet")
+    columns = [table[c].to_pylist() for c in ("prompt_id", "sample_idx", "response")]
+    return sorted(zip(*columns, strict=True))
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_killed_run_resumes_identically(tiny_task, tmp_path, k):
+    extra = tuple(ASYNC) if k else ()
     killed_dir = tmp_path / "killed"
     proc = subprocess.Popen(
-        _cli(*_overrides(tiny_task, killed_dir)),
+        _cli(*_overrides(tiny_task, killed_dir, extra)),
         cwd=ROOT,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
@@ -69,14 +82,17 @@ def test_killed_run_resumes_identically(tiny_task, tmp_path):
     assert saved < 5  # it really stopped early
 
     resumed = subprocess.run(
-        _cli(*_overrides(tiny_task, killed_dir), "--resume", run_id),
+        _cli(*_overrides(tiny_task, killed_dir, extra), "--resume", run_id),
         cwd=ROOT,
         capture_output=True,
         text=True,
     )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     reference = subprocess.run(
-        _cli(*_overrides(tiny_task, tmp_path / "ref")), cwd=ROOT, capture_output=True, text=True
+        _cli(*_overrides(tiny_task, tmp_path / "ref", extra)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert reference.returncode == 0, reference.stderr[-2000:]
     ref_dir = next((tmp_path / "ref").iterdir())
@@ -86,7 +102,8 @@ def test_killed_run_resumes_identically(tiny_task, tmp_path):
     assert [m["reward/mean"] for m in metrics] == [m["reward/mean"] for m in _metrics(ref_dir)]
     for i in range(6):
         gen = pq.read_table(run_dir / f"iter={i}" / "generate.parquet")
-        assert set(gen["policy_version"].to_pylist()) == {i}
+        assert set(gen["policy_version"].to_pylist()) == {max(0, i - k)}
+        assert _responses(run_dir, i) == _responses(ref_dir, i)
         assert sorted(set(gen["prompt_id"].to_pylist())) == list(range(8 * i, 8 * i + 8))
         train = pq.read_table(run_dir / f"iter={i}" / "train.parquet")
         assert train["policy_version"].to_pylist() == [i + 1]
@@ -104,7 +121,7 @@ def test_killed_run_resumes_identically(tiny_task, tmp_path):
     from flows.cli import main
 
     shutil.rmtree(run_dir / "hf")
-    overrides = _overrides(tiny_task, killed_dir)
+    overrides = _overrides(tiny_task, killed_dir, extra)
     assert main(["export", str(ROOT / "pipeline.yaml"), run_id, *overrides]) == 0
     again = AutoModelForCausalLM.from_pretrained(run_dir / "hf" / "train").state_dict()
     assert all(v.equal(again[k]) for k, v in exported.state_dict().items())
