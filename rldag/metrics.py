@@ -59,7 +59,8 @@ def iteration_metrics(
         lengths = pc.list_value_length(generated["response_ids"])
         out["response_length/mean"] = _mean(lengths)
         out["response_length/max"] = float(pc.max(lengths).as_py())
-        out["policy_version"] = float(pc.max(generated["policy_version"]).as_py())
+        if "policy_version" in generated.column_names:
+            out["policy_version"] = float(pc.max(generated["policy_version"]).as_py())
         gen_s = sum(seconds.get(n, 0.0) for n in graph.order if graph.nodes[n].kind == "generate")
         if gen_s > 0:
             out["perf/tokens_per_s"] = float(pc.sum(lengths).as_py()) / gen_s
