@@ -51,7 +51,11 @@ class ScoreParams:
 
 
 def _row_name(table: pa.Table, index: int) -> str:
-    ids = [f"{c} {table[c][index].as_py()}" for c in ("prompt_id", "sample_idx") if c in table]
+    ids = [
+        f"{c} {table[c][index].as_py()}"
+        for c in ("prompt_id", "sample_idx")
+        if c in table.column_names
+    ]
     return f"row {index}" + (f" ({', '.join(ids)})" if ids else "")
 
 

@@ -118,3 +118,27 @@ FAIL_AT_ITERATION_1 = OperatorDef(
     factory=_fail_at_iteration_1,
     ports=(Port("rows"),),
 )
+
+
+def _four_samples(_params: object):
+    def run(inputs, ctx):
+        table = inputs["prompts"]
+        # Each prompt becomes a group of 4 rows, sample_idx 0..3, answering "0".."3".
+        rows = pa.array([i for i in range(table.num_rows) for _ in range(4)], pa.int64())
+        out = table.take(rows)
+        samples = pa.array([s for _ in range(table.num_rows) for s in range(4)], pa.int32())
+        return out.append_column("sample_idx", samples).append_column(
+            "response", pc.cast(samples, pa.string())
+        )
+
+    return run
+
+
+FOUR_SAMPLES = OperatorDef(
+    name="four_samples",
+    kind=NodeKind.transform,
+    factory=_four_samples,
+    ports=(Port("prompts", columns("prompt_id")),),
+    adds=(col("sample_idx"), col("response")),
+    passthrough=True,
+)
