@@ -139,10 +139,19 @@ def check_schema(path: Path, schema: pa.Schema, prompt_key: str) -> None:
             f"column '{prompt_key}' is {type_name(t)}, expected a string or chat messages "
             f"{type_name(MESSAGES)}",
         )
-    for name in ("data_source", "ground_truth"):
-        if name in schema.names and not any(f(schema.field(name).type) for f in _SCALAR):
-            got = type_name(schema.field(name).type)
-            raise _bad(path, f"column '{name}' is {got}, expected a string or a number")
+    for name, t in _text_columns(schema).items():
+        if not any(is_scalar(t) for is_scalar in _SCALAR):
+            raise _bad(path, f"column '{name}' is {type_name(t)}, expected a string or a number")
+
+
+def _text_columns(schema: pa.Schema) -> dict[str, pa.DataType]:
+    """The columns the source casts to strings, with their types."""
+    found = {n: schema.field(n).type for n in ("data_source", "ground_truth") if n in schema.names}
+    if "ground_truth" not in found and "reward_model" in schema.names:
+        reward_model = schema.field("reward_model").type
+        if pa.types.is_struct(reward_model) and reward_model.get_field_index("ground_truth") >= 0:
+            found["reward_model.ground_truth"] = reward_model.field("ground_truth").type
+    return found
 
 
 def _check_text(path: Path, text: pa.Array, key: str, data: bytes | None) -> None:
