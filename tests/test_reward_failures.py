@@ -24,6 +24,12 @@ from tests.hostile import (
 ROW = "row 6 (prompt_id 5, sample_idx 2)"
 
 
+@pytest.fixture(autouse=True)
+def _reward_modules_importable(tmp_path, monkeypatch):
+    """User code (`module:function`) is imported from the working directory."""
+    monkeypatch.chdir(tmp_path)
+
+
 def _fails(write_yaml, tmp_path, dataset, action: str, **params) -> str:
     doc = bad_row_pipeline(tmp_path, dataset, action, **params)
     with pytest.raises(RunError) as info:
@@ -32,9 +38,8 @@ def _fails(write_yaml, tmp_path, dataset, action: str, **params) -> str:
 
 
 def test_a_raising_reward_fails_the_run_naming_node_iteration_row_and_function(
-    write_yaml, tmp_path, dataset, monkeypatch
+    write_yaml, tmp_path, dataset
 ):
-    monkeypatch.chdir(tmp_path)
     message = _fails(write_yaml, tmp_path, dataset, 'raise ValueError("bad row")')
     assert f"node 'score' iteration 1, {ROW}: reward function user_reward_" in message
     assert ":compute_score raised ValueError: bad row (at " in message
@@ -58,18 +63,14 @@ def test_a_raising_reward_fails_the_run_naming_node_iteration_row_and_function(
     ],
 )
 def test_a_reward_that_returns_no_number_fails_saying_what_it_returned(
-    write_yaml, tmp_path, dataset, monkeypatch, action, said
+    write_yaml, tmp_path, dataset, action, said
 ):
-    monkeypatch.chdir(tmp_path)
     message = _fails(write_yaml, tmp_path, dataset, action)
     assert f"node 'score' iteration 1, {ROW}: reward function user_reward_" in message
     assert f":compute_score {said}" in message
 
 
-def test_on_error_zero_gives_the_row_reward_0_and_counts_it(
-    write_yaml, tmp_path, dataset, monkeypatch
-):
-    monkeypatch.chdir(tmp_path)
+def test_on_error_zero_gives_the_row_reward_0_and_counts_it(write_yaml, tmp_path, dataset):
     doc = bad_row_pipeline(tmp_path, dataset, "return None", on_error="zero")
     run_dir = run_inline(write_yaml(doc))
     scored = table(run_dir, 1, "score")
@@ -91,9 +92,8 @@ def _grpo(rewards: list[float]) -> list[float]:
 
 
 def test_on_error_drop_removes_the_row_and_grpo_uses_the_rest_of_its_group(
-    write_yaml, tmp_path, dataset, monkeypatch
+    write_yaml, tmp_path, dataset
 ):
-    monkeypatch.chdir(tmp_path)
     doc = bad_row_pipeline(tmp_path, dataset, 'raise KeyError("x")', on_error="drop")
     run_dir = run_inline(write_yaml(doc))
     advantage = table(run_dir, 1, "advantage")
@@ -113,8 +113,7 @@ def test_on_error_drop_removes_the_row_and_grpo_uses_the_rest_of_its_group(
     assert metrics(run_dir, "score/score/dropped") == [0.0, 1.0]
 
 
-def test_on_error_drop_fails_when_no_row_is_left(write_yaml, tmp_path, dataset, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_on_error_drop_fails_when_no_row_is_left(write_yaml, tmp_path, dataset):
     source = """
         def compute_score(data_source, solution_str, ground_truth, extra_info):
             raise RuntimeError("judge is down")
@@ -129,9 +128,8 @@ def test_on_error_drop_fails_when_no_row_is_left(write_yaml, tmp_path, dataset, 
 
 
 def test_a_hanging_reward_is_stopped_after_timeout_s_and_the_run_goes_on(
-    write_yaml, tmp_path, dataset, monkeypatch
+    write_yaml, tmp_path, dataset
 ):
-    monkeypatch.chdir(tmp_path)
     doc = bad_row_pipeline(tmp_path, dataset, "while True: pass", on_error="zero", timeout_s=0.5)
     start = time.monotonic()
     run_dir = run_inline(write_yaml(doc))
@@ -142,17 +140,13 @@ def test_a_hanging_reward_is_stopped_after_timeout_s_and_the_run_goes_on(
     assert metrics(run_dir, "score/score/errors") == [0.0, 1.0]
 
 
-def test_a_hanging_reward_fails_the_run_naming_the_row(write_yaml, tmp_path, dataset, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_a_hanging_reward_fails_the_run_naming_the_row(write_yaml, tmp_path, dataset):
     message = _fails(write_yaml, tmp_path, dataset, "time.sleep(3600)", timeout_s=0.5)
     assert f"node 'score' iteration 1, {ROW}: reward function user_reward_" in message
     assert ":compute_score timed out after 0.5 s (the call was stopped)" in message
 
 
-def test_timeout_s_0_calls_the_reward_in_the_node_process(
-    write_yaml, tmp_path, dataset, monkeypatch
-):
-    monkeypatch.chdir(tmp_path)
+def test_timeout_s_0_calls_the_reward_in_the_node_process(write_yaml, tmp_path, dataset):
     pids = {}
     for timeout in (0, 60):
         action = 'return {"score": 1.0, "pid": os.getpid()}'
