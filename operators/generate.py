@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 from omegaconf import MISSING
 
+from operators.prompt_checks import check_prompt_lengths, model_context
 from operators.prompts import MOSTLY_UNKNOWN, encode_prompt, lost_fraction, prompt_text
 from rldag.errors import SpecError
 from rldag.operator import NodeContext, OperatorDef, Port
@@ -96,6 +97,7 @@ class TorchGenerate:
     def __init__(self, params: GenerateParams) -> None:
         self.p = params
         self.policy_version = 0
+        self.context = model_context(params.model_path)  # prompt + answer must fit in it
         self.engine = self.service = None
         if params.engine == "torch":
             from operators.rollout.torch_engine import TorchEngine
@@ -187,6 +189,14 @@ class TorchGenerate:
         table), each in prompt order; the rows do not depend on the chunking."""
         prompts = inputs["prompts"]
         prompt_ids = self._encode(prompts, ctx)
+        check_prompt_lengths(
+            prompt_ids,
+            self.p.max_new_tokens,
+            self.context,
+            ctx.node,
+            ctx.iteration,
+            prompts["prompt_id"].to_pylist(),
+        )
         params, base = self._sampling(ctx)
         if self.engine is None:  # servers answer whole requests
             seeds = [(base + i * 0x9E3779B97F4A7C15) % (1 << 63) for i in range(len(prompt_ids))]

@@ -4,46 +4,118 @@ A reward function has veRL's signature ``compute_score(data_source, solution_str
 ground_truth, extra_info) -> float | dict`` (a dict must hold ``score``; the rest is kept as
 ``reward_info`` JSON). Any such function becomes a score operator, by registered name or
 as ``module:function`` in pipeline.yaml.
+
+User code fails: each call runs in a forked worker bounded by `timeout_s` (operators/
+reward_worker.py), and a row whose call raised, hung, or returned something that is not a
+finite number is handled by `on_error`. Every row carries `reward_error` (empty when its
+call was fine), so metrics can count the failures.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import partial
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from operators.reward_call import RewardArgs, RewardFn, RewardOutcome, call_rewards
+from operators.reward_worker import ForkedRewardCalls
+from rldag.errors import RowError
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import col, columns
-from rldag.spec import NodeKind
+from rldag.spec import NodeKind, check_positive
 
-RewardFn = Callable[..., float | dict[str, Any]]
+ARGUMENTS = ("data_source", "response", "ground_truth", "extra_info")  # in call order
 
 
-def _one(fn: RewardFn, row: dict[str, Any]) -> tuple[float, str | None]:
-    extra = json.loads(row["extra_info"]) if row.get("extra_info") else {}
-    value = fn(row["data_source"], row["response"], row["ground_truth"], extra)
-    if isinstance(value, dict):
-        if "score" not in value:
-            raise ValueError(f"reward function returned a dict without 'score': {value!r}")
-        return float(value["score"]), json.dumps(value, default=str)
-    return float(value), None
+class OnError(StrEnum):
+    """What a score node does with a row whose reward call failed."""
+
+    fail = "fail"  # the run fails, naming the node, iteration, row, function and error
+    zero = "zero"  # the row's reward is 0.0 (its `reward_error` says why)
+    drop = "drop"  # the row is removed; the rest of its prompt group stays
+
+
+@dataclass
+class ScoreParams:
+    """Parameters of a score node around a reward function."""
+
+    on_error: OnError = OnError.fail  # fail | zero | drop
+    timeout_s: float = 60.0  # per call, in a forked worker; 0: in this process, no timeout
+
+    def __post_init__(self) -> None:
+        check_positive("timeout_s", self.timeout_s, allow_zero=True)
+
+
+def _row_name(table: pa.Table, index: int) -> str:
+    ids = [
+        f"{c} {table[c][index].as_py()}"
+        for c in ("prompt_id", "sample_idx")
+        if c in table.column_names
+    ]
+    return f"row {index}" + (f" ({', '.join(ids)})" if ids else "")
 
 
 class RewardScorer:
-    """Calls the reward function on every row and adds `reward` and `reward_info`."""
+    """Calls the reward function on every row; adds `reward`, `reward_info`, `reward_error`."""
 
-    def __init__(self, fn: RewardFn) -> None:
-        self.fn = fn
+    def __init__(self, name: str, fn: RewardFn, params: ScoreParams) -> None:
+        self.name = name
+        self.on_error = params.on_error
+        self.worker = ForkedRewardCalls(fn, params.timeout_s) if params.timeout_s > 0 else None
+        calls = self.worker or partial(call_rewards, fn)
+        self.calls: Callable[[list[RewardArgs]], Iterator[RewardOutcome]] = calls
+
+    def _failed(self, ctx: NodeContext, where: str, what: str) -> RowError:
+        return RowError(
+            f"node '{ctx.node}' iteration {ctx.iteration}, {where}: reward function "
+            f"{self.name} {what}; nodes.{ctx.node}.params.on_error: zero or drop keeps going"
+        )
 
     def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
         table = inputs["rollouts"]
-        needed = table.select(["data_source", "response", "ground_truth", "extra_info"])
-        scored = [_one(self.fn, row) for row in needed.to_pylist()]
-        rewards = pa.array([s for s, _ in scored], pa.float32())
-        infos = pa.array([i for _, i in scored], pa.string())
-        return table.append_column("reward", rewards).append_column("reward_info", infos)
+        rows = list(zip(*(table[c].to_pylist() for c in ARGUMENTS), strict=True))
+        outcomes = self.calls(rows)
+        scored: list[RewardOutcome] = []
+        for outcome in outcomes:
+            if outcome.error and self.on_error == OnError.fail:
+                outcomes.close()  # stops a worker still busy with later rows
+                raise self._failed(ctx, _row_name(table, len(scored)), outcome.error)
+            scored.append(outcome)
+        errors = pa.array([o.error for o in scored], pa.string())
+        out = (
+            table.append_column("reward", pa.array([o.score for o in scored], pa.float32()))
+            .append_column("reward_info", pa.array([o.info for o in scored], pa.string()))
+            .append_column("reward_error", errors)
+        )
+        failed = [i for i, o in enumerate(scored) if o.error]
+        if not failed:
+            return out
+        first = f"{_row_name(table, failed[0])}: {scored[failed[0]].error}"
+        if self.on_error == OnError.drop:
+            if len(failed) == len(scored):
+                raise RowError(
+                    f"node '{ctx.node}' iteration {ctx.iteration}: reward function {self.name} "
+                    f"failed on all {len(scored)} rows, none is left (first: {first})"
+                )
+            out = out.filter(pc.equal(errors, ""))
+        ctx.log.warning(
+            "reward function %s failed on %d of %d rows (on_error: %s); first: %s",
+            self.name,
+            len(failed),
+            len(scored),
+            self.on_error.value,
+            first,
+        )
+        return out
+
+    def close(self) -> None:
+        """Stop the reward worker."""
+        if self.worker is not None:
+            self.worker.close()
 
 
 def score_operator(name: str, fn: RewardFn) -> OperatorDef:
@@ -51,9 +123,10 @@ def score_operator(name: str, fn: RewardFn) -> OperatorDef:
     return OperatorDef(
         name=name,
         kind=NodeKind.score,
-        factory=lambda _params: RewardScorer(fn),
+        factory=lambda params: RewardScorer(name, fn, params),
         ports=(Port("rollouts", columns("response", "data_source", "ground_truth", "extra_info")),),
-        adds=(col("reward"), col("reward_info")),
+        adds=(col("reward"), col("reward_info"), col("reward_error", pa.string())),
+        params=ScoreParams,
         streams=True,
         description=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name,
     )

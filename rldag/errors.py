@@ -42,3 +42,8 @@ class RunError(RldagError):
 
 class PlacementError(InputError):
     """The pools cannot be placed on the cluster (or the local machine) as asked."""
+
+
+class RowError(RunError):
+    """A row cannot be used (bad data, or a user function failed on it): the run fails
+    (exit 1) with a message naming the node, the iteration and the row."""

@@ -1,6 +1,7 @@
 """Per-iteration metrics from the iteration's edge tables and node timings.
 
-Names follow what veRL users read: ``reward/mean``, ``timing_s/<node>``, ``perf/tokens_per_s``.
+Names follow what veRL users read: ``reward/mean``, ``timing_s/<node>``, ``perf/tokens_per_s``;
+``score/<node>/errors|dropped`` count a score node's failed reward calls.
 """
 
 from __future__ import annotations
@@ -41,6 +42,24 @@ def staleness_metrics(batch: pa.Table, iteration: int) -> dict[str, float]:
     return out
 
 
+def score_error_counts(graph: Graph, tables: Mapping[str, pa.Table]) -> dict[str, float]:
+    """Per score node that reports `reward_error`: rows whose reward call failed
+    (``score/<node>/errors``) and, of those, rows it removed (``score/<node>/dropped``: its
+    input's rows minus its own)."""
+    out: dict[str, float] = {}
+    for name in graph.order:
+        node, table = graph.nodes[name], tables.get(name)
+        if node.kind != NodeKind.score or table is None or "reward_error" not in table.column_names:
+            continue
+        ports = [p.name for p in node.op.table_ports if p.name in node.inputs]
+        upstream = tables.get(node.inputs[ports[0]]) if ports else None
+        dropped = upstream.num_rows - table.num_rows if upstream is not None else 0
+        kept = pc.sum(pc.not_equal(table["reward_error"], "")).as_py() or 0
+        out[f"score/{name}/errors"] = float(kept + dropped)
+        out[f"score/{name}/dropped"] = float(dropped)
+    return out
+
+
 def iteration_metrics(
     graph: Graph,
     tables: Mapping[str, pa.Table],
@@ -77,4 +96,5 @@ def iteration_metrics(
                 if pa.types.is_floating(field.type) or pa.types.is_integer(field.type):
                     out[f"train/{field.name}"] = _mean(table[field.name])
     out["timing_s/weight_sync"] = weight_sync_s
+    out |= score_error_counts(graph, tables)
     return out

@@ -122,10 +122,16 @@ def test_params_are_validated_against_the_operator(write_yaml, dataset):
     assert _error(write_yaml, doc, SpecError).path == "nodes.advantage.params.eps"
     doc = scoring_pipeline(dataset)
     doc["nodes"]["score"]["params"] = {"scale": 2}
+    assert _error(write_yaml, doc, SpecError).path == "nodes.score.params.scale"
+    doc["nodes"]["score"]["params"] = {"on_error": "ignore"}
+    assert _error(write_yaml, doc, SpecError).path == "nodes.score.params.on_error"
+    doc["nodes"]["score"]["params"] = {"timeout_s": -1}
+    assert _error(write_yaml, doc, SpecError).path == "nodes.score.params.timeout_s"
+    doc["nodes"]["score"] = {"kind": "score", "op": "pass_rate", "params": {"scale": 2}}
     assert _error(write_yaml, doc, GraphError).path == "nodes.score.params.scale"
 
 
-def test_source_data_is_checked_without_loading_rows(write_yaml, dataset, tmp_path):
+def test_source_data_is_checked_before_anything_runs(write_yaml, dataset, tmp_path):
     doc = scoring_pipeline(dataset)
     doc["nodes"]["prompts"]["params"]["path"] = str(tmp_path / "missing.parquet")
     err = _error(write_yaml, doc)

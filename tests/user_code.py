@@ -131,3 +131,27 @@ def timed_score(data_source: str, solution_str: str, ground_truth: str, extra_in
 
     SCORED_AT.append(time.perf_counter())
     return compute_score(data_source, solution_str, ground_truth, extra_info)
+
+
+def _four_samples(_params: object):
+    def run(inputs, ctx):
+        table = inputs["prompts"]
+        # Each prompt becomes a group of 4 rows, sample_idx 0..3, answering "0".."3".
+        rows = pa.array([i for i in range(table.num_rows) for _ in range(4)], pa.int64())
+        out = table.take(rows)
+        samples = pa.array([s for _ in range(table.num_rows) for s in range(4)], pa.int32())
+        return out.append_column("sample_idx", samples).append_column(
+            "response", pc.cast(samples, pa.string())
+        )
+
+    return run
+
+
+FOUR_SAMPLES = OperatorDef(
+    name="four_samples",
+    kind=NodeKind.transform,
+    factory=_four_samples,
+    ports=(Port("prompts", columns("prompt_id")),),
+    adds=(col("sample_idx"), col("response")),
+    passthrough=True,
+)

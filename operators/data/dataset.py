@@ -14,10 +14,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pajson
-import pyarrow.parquet as pq
 from omegaconf import MISSING
 
+from operators.data.dataset_checks import (
+    JSONL_SUFFIXES,
+    check_rows,
+    check_schema,
+    read_schema,
+    read_table,
+)
 from rldag.errors import InputError
 from rldag.operator import NodeContext, OperatorDef
 from rldag.schema import MESSAGES, col
@@ -34,23 +39,11 @@ class DatasetParams:
     prompt_key: str = "prompt"  # column holding the prompt (string or chat messages)
 
 
-def _read(path: Path) -> pa.Table:
-    if path.suffix in (".jsonl", ".json"):
-        return pajson.read_json(path)
-    return pq.read_table(path)
-
-
-def _read_schema(path: Path) -> pa.Schema:
-    if path.suffix in (".jsonl", ".json"):
-        return _read(path).schema
-    return pq.read_schema(path)
-
-
 def _check(params: DatasetParams) -> Path:
     path = Path(params.path)
     if not path.is_file():
         raise InputError(f"dataset file not found: {path}", path="path")
-    if path.suffix not in (".parquet", ".jsonl", ".json"):
+    if path.suffix not in (".parquet", *JSONL_SUFFIXES):
         raise InputError(f"expected a .parquet or .jsonl file, got {path.name}", path="path")
     if params.batch_size < 1:
         raise InputError(f"must be >= 1, got {params.batch_size}", path="batch_size")
@@ -58,12 +51,6 @@ def _check(params: DatasetParams) -> Path:
 
 
 def _out_fields(schema: pa.Schema, params: DatasetParams) -> list[pa.Field]:
-    if params.prompt_key not in schema.names:
-        raise InputError(
-            f"{params.path} has no column '{params.prompt_key}' "
-            f"(columns: {', '.join(schema.names)})",
-            path="prompt_key",
-        )
     prompt_type = schema.field(params.prompt_key).type
     if not (pa.types.is_string(prompt_type) or pa.types.is_large_string(prompt_type)):
         prompt_type = MESSAGES
@@ -82,8 +69,14 @@ def _out_fields(schema: pa.Schema, params: DatasetParams) -> list[pa.Field]:
 
 
 def dataset_schema(params: DatasetParams) -> pa.Schema:
-    """The schema this source emits, read from the file's metadata (no rows loaded)."""
-    return pa.schema(_out_fields(_read_schema(_check(params)), params))
+    """The schema this source emits, from the file's metadata, after checking its prompts
+    (of a Parquet file only the prompt column is read)."""
+    path = _check(params)
+    schema = read_schema(path)
+    check_schema(path, schema, params.prompt_key)
+    table, data = read_table(path, [params.prompt_key])
+    check_rows(path, table, params.prompt_key, data)
+    return pa.schema(_out_fields(schema, params))
 
 
 def _ground_truth(table: pa.Table) -> pa.Array:
@@ -128,9 +121,11 @@ class DatasetSource:
 
     def __init__(self, params: DatasetParams) -> None:
         self.params = params
-        self.table = normalise(_read(_check(params)), params)
-        if self.table.num_rows == 0:
-            raise InputError(f"dataset {params.path} is empty", path="path")
+        path = _check(params)
+        table, data = read_table(path)
+        check_schema(path, table.schema, params.prompt_key)
+        check_rows(path, table, params.prompt_key, data)
+        self.table = normalise(table, params)
 
     def _order(self, epoch: int, seed: int) -> np.ndarray:
         n = self.table.num_rows
