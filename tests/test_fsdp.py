@@ -88,8 +88,10 @@ def test_two_fsdp_ranks_match_one_worker(ray_local, tiny_task, tmp_path):
     assert set(one) == set(two)
     for name, value in one.items():
         # Adam turns reduction-order noise in near-zero gradients into updates of up to
-        # lr; 2e-4 is 2% of one step (lr 1e-2), while training moves weights by > 1e-3.
-        torch.testing.assert_close(two[name], value, rtol=1e-3, atol=2e-4)
+        # lr; 5e-4 is 5% of one step (lr 1e-2), while training moves weights by > 1e-3.
+        # (On this CPU 2 of the 128 entries of one norm weight differ by 3.1e-4, with the
+        # code of the previous round as well: matmul reduction order differs by CPU.)
+        torch.testing.assert_close(two[name], value, rtol=1e-3, atol=5e-4)
     base = build_initial(tiny_task / "model")
     assert max(float((one[k] - base[k]).abs().max()) for k in one) > 1e-3  # it did train
 
