@@ -51,6 +51,7 @@ class Work:
     lr: float
     threads: int
     fixed_length: bool = False  # every completion exactly max_new_tokens long (eos ignored)
+    rldag: tuple[str, ...] = ()  # more pipeline overrides for rldag (e.g. async settings)
 
     @property
     def samples(self) -> int:
@@ -161,6 +162,7 @@ def _overrides(task: Path, work: Work, storage: str) -> list[str]:
         f"nodes.generate.params.max_new_tokens={work.max_new_tokens}",
         f"nodes.train.params.lr={work.lr}",
         f"nodes.generate.params.ignore_eos={str(work.fixed_length).lower()}",
+        *work.rldag,
     ]
 
 
@@ -296,10 +298,17 @@ def main() -> None:
     parser.add_argument(
         "--fixed-length", action="store_true", help="ignore eos: every completion is full length"
     )
+    parser.add_argument(
+        "--rldag",
+        nargs="*",
+        default=[],
+        help="pipeline overrides for both rldag contestants, e.g. async.max_staleness=1 "
+        "pools.colocate=[]",
+    )
     args = parser.parse_args()
     work = Work(
         args.steps, args.prompts, args.group, args.max_new_tokens, args.lr, args.threads,
-        args.fixed_length,
+        args.fixed_length, tuple(args.rldag),
     )  # fmt: skip
     if work.threads:
         torch.set_num_threads(work.threads)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
 from flows.rl_loop import rldag_run
 from tests.conftest import scoring_pipeline
@@ -124,3 +125,40 @@ def test_grpo_pipeline_two_iterations_advances_the_policy(
     with get_client(sync_client=True) as client:
         graph = _graph(client, _subflows(client, run_id)["iteration-1"].id, nodes=5)
         assert graph["train"] == {"advantage"} and graph["generate"] == {"prompts"}
+
+
+def test_async_iterations_overlap_in_prefect_each_with_its_dag(
+    prefect_api, ray_local, tiny_task, tmp_path
+):
+    root = Path(__file__).resolve().parents[1]
+    overrides = [
+        "iterations=3",
+        f"storage.uri={tmp_path}/runs",
+        f"model.path={tiny_task / 'model'}",
+        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
+        "nodes.prompts.params.batch_size=8",
+        "nodes.generate.params.n=4",
+        "nodes.train.params.epochs=4",  # a train step long enough to overlap visibly
+        "async.max_staleness=1",
+        "pools.colocate=[]",
+    ]
+    run_id = rldag_run(str(root / "examples" / "async.yaml"), overrides)
+    run_dir = tmp_path / "runs" / run_id
+    for i in range(3):
+        gen = pq.read_table(run_dir / f"iter={i}" / "generate.parquet")
+        assert set(gen["policy_version"].to_pylist()) == {max(0, i - 1)}
+    with get_client(sync_client=True) as client:
+        subflows = _subflows(client, run_id)
+        assert set(subflows) == {"iteration-0", "iteration-1", "iteration-2"}
+        for name in ("iteration-1", "iteration-2"):
+            graph = _graph(client, subflows[name].id, nodes=5)
+            assert graph["train"] == {"advantage"} and graph["score"] == {"generate"}
+        tasks = {}
+        for name, subflow in subflows.items():
+            runs = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[subflow.id]))
+            )
+            tasks |= {(name, r.name): r for r in runs}
+        # generate of iteration 1 ran while train of iteration 0 was still training.
+        train_0, generate_1 = tasks[("iteration-0", "train")], tasks[("iteration-1", "generate")]
+        assert generate_1.start_time < train_0.end_time

@@ -1,0 +1,19 @@
+"""The README shows the files it documents as they are."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def yaml_blocks() -> list[str]:
+    return re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+
+
+@pytest.mark.parametrize("name", ["pipeline.yaml", "examples/async.yaml"])
+def test_the_readme_shows_the_pipeline_file_verbatim(name: str) -> None:
+    assert (ROOT / name).read_text() in yaml_blocks()
