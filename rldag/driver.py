@@ -76,13 +76,15 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
     failed = True
     try:
         while not scheduler.done:
-            for step in scheduler.ready():
-                scheduler.start(step)
-                started.setdefault(step.iteration, time.perf_counter())
-                handles[step] = run.open_step(step)
-                node = run.graph.nodes[step.node]
-                inputs = {p: handles[Step(step.iteration, up)] for p, up in node.inputs.items()}
-                pending[launcher.launch(step, inputs)] = step
+            while steps := scheduler.ready():  # a started producer readies its readers
+                for step in steps:
+                    scheduler.start(step)
+                    started.setdefault(step.iteration, time.perf_counter())
+                    handles[step] = run.open_step(step)
+                    node = run.graph.nodes[step.node]
+                    ports = node.inputs.items()
+                    inputs = {p: handles[Step(step.iteration, up)] for p, up in ports}
+                    pending[launcher.launch(step, inputs)] = step
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in sorted(done, key=lambda f: pending[f]):
                 step = pending.pop(future)

@@ -17,7 +17,6 @@ from rldag.graph import build_graph
 from rldag.pools import InProcessPools
 from rldag.run import Run
 from rldag.spec import load_pipeline
-from tests import user_code
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +78,7 @@ def test_the_staleness_bound_holds_on_every_stored_row(ray_local, tmp_path, k):
     assert [m["staleness/max"] for m in metrics] == [float(min(i, k)) for i in range(iterations)]
 
 
-def test_score_starts_on_the_first_chunk_before_generate_finishes(tiny_task, tmp_path):
+def test_score_starts_on_the_first_chunk_before_generate_finishes(tiny_task, tmp_path, monkeypatch):
     times: dict[tuple[str, str], float] = {}
 
     def listen(event: object) -> None:
@@ -89,7 +88,8 @@ def test_score_starts_on_the_first_chunk_before_generate_finishes(tiny_task, tmp
             times[(event.node, "end")] = time.perf_counter()
             times[(event.node, "chunks")] = event.chunks
 
-    user_code.SCORED_AT.clear()
+    scored_at = tmp_path / "scored_at.txt"
+    monkeypatch.setenv("SCORED_AT", str(scored_at))
     remove = add_listener(listen)
     try:
         run_dir = run_reference(
@@ -105,9 +105,9 @@ def test_score_starts_on_the_first_chunk_before_generate_finishes(tiny_task, tmp
         remove()
     assert times[("generate", "chunks")] == 4 and times[("score", "chunks")] == 4
     assert times[("score", "start")] < times[("generate", "end")]
-    first_scored = min(user_code.SCORED_AT)
-    assert times[("generate", "start")] < first_scored < times[("generate", "end")]
-    assert len(user_code.SCORED_AT) == 8 * 4
+    scored = [float(line) for line in scored_at.read_text().split()]
+    assert times[("generate", "start")] < min(scored) < times[("generate", "end")]
+    assert len(scored) == 8 * 4
     # Streaming reorders nothing that is stored: rows in prompt order.
     stored = pq.read_table(run_dir / "iter=0" / "score.parquet")
     keys = list(zip(stored["prompt_id"].to_pylist(), stored["sample_idx"].to_pylist(), strict=True))

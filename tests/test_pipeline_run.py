@@ -73,19 +73,23 @@ def test_model_free_pipeline_under_prefect(prefect_api, write_yaml, dataset, tmp
         assert len(tables) == 1 and "reward/mean" in str(tables[0].data)
 
 
-def test_grpo_pipeline_two_iterations_advances_the_policy(
-    prefect_api, ray_local, tiny_task, tmp_path
-):
-    root = Path(__file__).resolve().parents[1]
-    overrides = [
-        "iterations=2",
+def small_grpo(tiny_task: Path, tmp_path: Path, iterations: int) -> list[str]:
+    """Overrides for a short GRPO run of 8 prompts x 4 samples on the tiny task."""
+    return [
+        f"iterations={iterations}",
         f"storage.uri={tmp_path}/runs",
         f"model.path={tiny_task / 'model'}",
         f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
         "nodes.prompts.params.batch_size=8",
         "nodes.generate.params.n=4",
     ]
-    run_id = rldag_run(str(root / "pipeline.yaml"), overrides)
+
+
+def test_grpo_pipeline_two_iterations_advances_the_policy(
+    prefect_api, ray_local, tiny_task, tmp_path
+):
+    root = Path(__file__).resolve().parents[1]
+    run_id = rldag_run(str(root / "pipeline.yaml"), small_grpo(tiny_task, tmp_path, 2))
     run_dir = tmp_path / "runs" / run_id
     for i in range(2):
         gen = pq.read_table(run_dir / f"iter={i}" / "generate.parquet")
@@ -132,15 +136,8 @@ def test_async_iterations_overlap_in_prefect_each_with_its_dag(
 ):
     root = Path(__file__).resolve().parents[1]
     overrides = [
-        "iterations=3",
-        f"storage.uri={tmp_path}/runs",
-        f"model.path={tiny_task / 'model'}",
-        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
-        "nodes.prompts.params.batch_size=8",
-        "nodes.generate.params.n=4",
+        *small_grpo(tiny_task, tmp_path, 3),
         "nodes.train.params.epochs=4",  # a train step long enough to overlap visibly
-        "async.max_staleness=1",
-        "pools.colocate=[]",
     ]
     run_id = rldag_run(str(root / "examples" / "async.yaml"), overrides)
     run_dir = tmp_path / "runs" / run_id

@@ -120,16 +120,16 @@ FAIL_AT_ITERATION_1 = OperatorDef(
 )
 
 
-SCORED_AT: list[float] = []  # perf_counter of every timed_score call (tests/test_async.py)
-
-
 def timed_score(data_source: str, solution_str: str, ground_truth: str, extra_info=None) -> float:
-    """The arithmetic reward, recording when each row was scored."""
+    """The arithmetic reward, appending when each row was scored (time.perf_counter, the
+    system's monotonic clock) to the file $SCORED_AT: reward calls run in a forked worker."""
+    import os
     import time
 
     from operators.rewards.arithmetic import compute_score
 
-    SCORED_AT.append(time.perf_counter())
+    with open(os.environ["SCORED_AT"], "a") as f:
+        f.write(f"{time.perf_counter()}\n")
     return compute_score(data_source, solution_str, ground_truth, extra_info)
 
 
