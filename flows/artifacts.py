@@ -34,8 +34,9 @@ class Progress:
         )
         self._last = float("-inf")
 
-    def update(self, done: int) -> None:
-        """Record `done` iterations (skipped when the last refresh is too recent)."""
+    def update(self, done: int, in_flight: int = 0, staleness: float = 0.0) -> None:
+        """Record `done` iterations, how many more are in flight and the last iteration's
+        largest staleness (skipped when the last refresh is too recent)."""
         now = time.monotonic()
         if done < self.total and now - self._last < PROGRESS_EVERY_S:
             return
@@ -43,7 +44,8 @@ class Progress:
         update_progress_artifact(
             self.artifact,
             100.0 * done / self.total,
-            description=f"{done}/{self.total} iterations of {self.run_id}",
+            description=f"{done}/{self.total} iterations of {self.run_id}, {in_flight} more in "
+            f"flight, staleness {staleness:g}",
         )
 
 

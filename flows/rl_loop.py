@@ -127,13 +127,13 @@ class PrefectLauncher:
         return result
 
     def iteration_finished(
-        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict]
+        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict], in_flight: int
     ) -> None:
         self._inbox(iteration).put(_Close(metrics, rollouts))
         with self._lock:
             for step in [s for s in self._task_runs if s.iteration == iteration]:
                 del self._task_runs[step]
-        self.progress.update(iteration + 1)
+        self.progress.update(iteration + 1, in_flight, metrics.get("staleness/max", 0.0))
 
     def close(self, failed: bool) -> None:
         for inbox in self._inboxes.values():

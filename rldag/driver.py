@@ -26,7 +26,7 @@ class Launcher(Protocol):
     def launch(self, step: Step, inputs: Mapping[str, EdgeHandle]) -> Future[EdgeHandle]: ...
 
     def iteration_finished(
-        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict]
+        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict], in_flight: int
     ) -> None: ...
 
     def close(self, failed: bool) -> None: ...
@@ -44,7 +44,7 @@ class InlineLauncher:
         return self._pool.submit(self.run.execute, step, inputs)
 
     def iteration_finished(
-        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict]
+        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict], in_flight: int
     ) -> None:
         return None
 
@@ -91,8 +91,9 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
                 handles[step] = future.result()
                 scheduler.finish(step)
             while closing < last and scheduler.iteration_finished(closing):
-                _close_iteration(run, launcher, closing, time.perf_counter() - started[closing])
                 in_flight = len({s.iteration for s in pending.values()})
+                seconds = time.perf_counter() - started[closing]
+                _close_iteration(run, launcher, closing, seconds, in_flight)
                 emit(IterationFinished(run.run_id, closing, run.metrics[-1], in_flight))
                 for name in run.graph.order:
                     handles.pop(Step(closing, name), None)
@@ -110,9 +111,11 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
             emit(RunEnded(run.run_id, run.uri, failed))
 
 
-def _close_iteration(run: Run, launcher: Launcher, iteration: int, seconds: float) -> None:
+def _close_iteration(
+    run: Run, launcher: Launcher, iteration: int, seconds: float, in_flight: int
+) -> None:
     tables = {name: run.table(iteration, name) for name in run.graph.order}
     rollouts = sample_rollouts(run.graph, tables)
     metrics = run.finish_iteration(iteration, seconds)
     checkpoints.commit_if_due(run, iteration)
-    launcher.iteration_finished(iteration, metrics, rollouts)
+    launcher.iteration_finished(iteration, metrics, rollouts, in_flight)
