@@ -18,6 +18,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 from omegaconf import MISSING
 
+from operators.data.cursor import batch_indices
 from rldag.errors import InputError
 from rldag.operator import NodeContext, OperatorDef
 from rldag.schema import MESSAGES, col
@@ -132,22 +133,10 @@ class DatasetSource:
         if self.table.num_rows == 0:
             raise InputError(f"dataset {params.path} is empty", path="path")
 
-    def _order(self, epoch: int, seed: int) -> np.ndarray:
-        n = self.table.num_rows
-        if not self.params.shuffle:
-            return np.arange(n)
-        return np.random.default_rng([seed, epoch]).permutation(n)
-
     def batch_indices(self, iteration: int, seed: int) -> np.ndarray:
         """Dataset rows of iteration `iteration`'s batch (wrapping over epochs)."""
-        n, size = self.table.num_rows, self.params.batch_size
-        positions = np.arange(iteration * size, (iteration + 1) * size)
-        epochs = positions // n
-        out = np.empty(size, dtype=np.int64)
-        for epoch in np.unique(epochs):
-            sel = epochs == epoch
-            out[sel] = self._order(int(epoch), seed)[positions[sel] % n]
-        return out
+        rows, size = self.table.num_rows, self.params.batch_size
+        return batch_indices(rows, size, iteration, seed, self.params.shuffle)
 
     def __call__(self, inputs: dict, ctx: NodeContext) -> pa.Table:
         batch = self.table.take(self.batch_indices(ctx.iteration, ctx.seed))
