@@ -67,9 +67,16 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-def table_cell(value: object) -> object:
-    """A rollout value as a tracker table cell: scalars as they are, the rest (chat
-    messages, structs) as JSON text."""
+def _cell(value: object) -> object:
     if value is None or isinstance(value, str | int | float):
         return value
-    return json.dumps(value, default=str)
+    return json.dumps(value, default=str)  # chat messages, structs
+
+
+def rollout_table(
+    iteration: int, rows: Sequence[Mapping[str, object]]
+) -> tuple[list[str], list[list[object]]]:
+    """Sample rollouts as (columns, rows) of a tracker table, with an `iteration` column;
+    scalars stay as they are, the rest (chat messages, structs) becomes JSON text."""
+    columns = ["iteration", *rows[0]] if rows else ["iteration"]
+    return columns, [[iteration, *(_cell(r.get(k)) for k in columns[1:])] for r in rows]

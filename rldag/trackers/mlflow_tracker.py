@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rldag.spec import MlflowSpec
-from rldag.trackers.base import RunInfo, flatten, numeric, table_cell
+from rldag.trackers.base import RunInfo, flatten, numeric, rollout_table
 
 MAX_PARAMS_PER_CALL = 100  # MLflow's log_batch limit
 MAX_METRICS_PER_CALL = 1000
@@ -25,6 +25,7 @@ class MlflowTracker:
         self.spec = spec
         self.client = None
         self.mlflow_run_id = ""
+        self._steps: list = []  # train-step metrics, sent with the iteration's (one request)
 
     def start(self, info: RunInfo) -> None:
         os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(int(self.spec.http_timeout_s))
@@ -55,30 +56,34 @@ class MlflowTracker:
         for i in range(0, len(items), MAX_PARAMS_PER_CALL):
             self.client.log_batch(self.mlflow_run_id, params=items[i : i + MAX_PARAMS_PER_CALL])
 
-    def _log_metrics(self, values: Mapping[str, float], step: int) -> None:
+    def _metrics(self, values: Mapping[str, float], step: int) -> list:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        items = [Metric(k, v, now, step) for k, v in values.items()]
-        for i in range(0, len(items), MAX_METRICS_PER_CALL):
-            batch = items[i : i + MAX_METRICS_PER_CALL]
+        return [Metric(k, v, now, step) for k, v in values.items()]
+
+    def _send(self, metrics: list) -> None:
+        for i in range(0, len(metrics), MAX_METRICS_PER_CALL):
+            batch = metrics[i : i + MAX_METRICS_PER_CALL]
             self.client.log_batch(self.mlflow_run_id, metrics=batch)
 
     def log_iteration(self, iteration: int, metrics: Mapping[str, float]) -> None:
         values = numeric(metrics)
         values.pop("iteration", None)
-        self._log_metrics(values, iteration)
+        pending, self._steps = self._steps, []
+        self._send(pending + self._metrics(values, iteration))
 
     def log_train_steps(self, first_step: int, rows: Sequence[Mapping[str, float]]) -> None:
         for step, row in enumerate(rows, start=first_step):
-            self._log_metrics({f"train_step/{k}": v for k, v in numeric(row).items()}, step)
+            values = {f"train_step/{k}": v for k, v in numeric(row).items()}
+            self._steps += self._metrics(values, step)
 
     def log_rollouts(self, iteration: int, rows: Sequence[Mapping[str, object]]) -> None:
         if not rows:
             return
-        columns = {k: [table_cell(r.get(k)) for r in rows] for k in rows[0]}
-        columns = {"iteration": [iteration] * len(rows)} | columns
-        self.client.log_table(self.mlflow_run_id, columns, f"rollouts/iter={iteration:06d}.json")
+        columns, data = rollout_table(iteration, rows)
+        table = {"columns": columns, "data": data}  # the layout of MLflow's log_table files
+        self.client.log_dict(self.mlflow_run_id, table, f"rollouts/iter={iteration:06d}.json")
 
     def log_image(self, name: str, png: bytes, iteration: int) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -88,4 +93,6 @@ class MlflowTracker:
 
     def finish(self, ok: bool) -> None:
         if self.client is not None and self.mlflow_run_id:
+            pending, self._steps = self._steps, []
+            self._send(pending)
             self.client.set_terminated(self.mlflow_run_id, "FINISHED" if ok else "FAILED")

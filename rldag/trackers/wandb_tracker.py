@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rldag.spec import WandbSpec
-from rldag.trackers.base import RunInfo, numeric, table_cell
+from rldag.trackers.base import RunInfo, numeric, rollout_table
 
 
 class WandbTracker:
@@ -64,8 +64,7 @@ class WandbTracker:
 
         if not rows:
             return
-        columns = ["iteration", *rows[0]]
-        data = [[iteration, *(table_cell(r.get(k)) for k in rows[0])] for r in rows]
+        columns, data = rollout_table(iteration, rows)
         self.run.log({"rollouts": wandb.Table(columns=columns, data=data), "iteration": iteration})
 
     def log_image(self, name: str, png: bytes, iteration: int) -> None:
