@@ -107,21 +107,36 @@ def _all_batches(source: HfDatasetSource, iterations: int, seed: int) -> list[li
     return [[r["prompt"] for r in _batch(source, i, seed)] for i in range(iterations)]
 
 
-@pytest.mark.parametrize("streaming", [False, True])
-def test_iteration_i_is_a_pure_function_of_seed_and_i(streaming, saved_dict, tmp_path):
-    root = _write_files(tmp_path / "files", "parquet")
-    for path in (saved_dict, root):
-        params = _params(path, tmp_path, streaming=streaming, shuffle_buffer=4)
-        iterations = 5  # 20 rows over a 10-row split: two whole epochs
-        run = _all_batches(HfDatasetSource(params), iterations, seed=3)
-        for i in (4, 2, 3):  # a fresh source (a resumed run), and jumps back
-            fresh = HfDatasetSource(params)
-            assert [r["prompt"] for r in _batch(fresh, i, seed=3)] == run[i]
-        first, second = sum(run, [])[:ROWS], sum(run, [])[ROWS:]
-        every = sorted(f"{a}+{a + 1}=" for a in range(ROWS))
-        assert sorted(first) == every and sorted(second) == every  # each epoch: every row once
-        assert first != second  # a new order each epoch
-        assert _all_batches(HfDatasetSource(params), iterations, seed=4) != run
+@pytest.mark.parametrize(
+    ("source", "streaming"),
+    [("saved", False), ("saved", True), ("parquet", False), ("jsonl", True)],
+)
+def test_iteration_i_is_a_pure_function_of_seed_and_i(source, streaming, saved_dict, tmp_path):
+    path = saved_dict if source == "saved" else _write_files(tmp_path / source, source)
+    params = _params(path, tmp_path, streaming=streaming, shuffle_buffer=4)
+    iterations = 5  # 20 rows over a 10-row split: two whole epochs
+    run = _all_batches(HfDatasetSource(params), iterations, seed=3)
+    for i in (4, 2, 3):  # a fresh source (a resumed run), and jumps back
+        fresh = HfDatasetSource(params)
+        assert [r["prompt"] for r in _batch(fresh, i, seed=3)] == run[i]
+    first, second = sum(run, [])[:ROWS], sum(run, [])[ROWS:]
+    every = sorted(f"{a}+{a + 1}=" for a in range(ROWS))
+    assert sorted(first) == every and sorted(second) == every  # each epoch: every row once
+    assert first != second  # a new order each epoch
+    assert _all_batches(HfDatasetSource(params), iterations, seed=4) != run
+
+
+def test_a_streamed_parquet_directory_resumes_at_the_same_rows(tmp_path):
+    # datasets sleeps 5 s whenever a shuffled parquet stream closes (an epoch ends, a source
+    # is dropped): keep to one epoch and two sources here
+    root = _write_files(tmp_path / "parquet", "parquet")
+    params = _params(root, tmp_path, streaming=True, shuffle_buffer=4)
+    source = HfDatasetSource(params)
+    first = [_batch(source, i, seed=1) for i in range(2)]
+    assert [r["prompt"] for r in _batch(HfDatasetSource(params), 1, seed=1)] == [
+        r["prompt"] for r in first[1]
+    ]
+    assert len({r["prompt"] for batch in first for r in batch}) == 8  # no row twice
 
 
 def test_streaming_without_shuffle_reads_rows_in_order_across_epochs(tmp_path):

@@ -172,6 +172,7 @@ class HfDatasetSource:
     def __init__(self, params: HfDatasetParams) -> None:
         self.params = params
         self.dataset = _open(params)
+        self._arrow = None if params.streaming else self.dataset.with_format("arrow")
         self._streams: dict[int, ArrowStream] = {}  # seed -> the stream (streaming only)
         if not params.streaming and len(self.dataset) == 0:
             raise InputError(f"split '{params.split}' of {params.path} is empty", path="path")
@@ -190,7 +191,7 @@ class HfDatasetSource:
         if self.params.streaming:
             return self._stream(seed).take(iteration * size, size)
         order = batch_indices(len(self.dataset), size, iteration, seed, self.params.shuffle)
-        return self.dataset.with_format("arrow")[order.tolist()], order
+        return self._arrow[order.tolist()], order
 
     def __call__(self, inputs: dict, ctx: NodeContext) -> pa.Table:
         rows, index = self.rows(ctx.iteration, ctx.seed)
