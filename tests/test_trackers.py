@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory):
-    """One MLflow tracking server for the whole session (it takes ~10-25 s to start)."""
+    """One MLflow tracking server for the whole session. It takes 10-25 s to start: tests
+    ask for it before `prefect_api`, so that both start at the same time."""
     server = MlflowServer(tmp_path_factory.mktemp("mlflow"))
     yield server
     server.stop()
@@ -68,7 +69,7 @@ def _history(records: list, key: str, axis: str) -> dict[int, float]:
 
 @pytest.mark.slow
 def test_a_run_reports_to_mlflow_tensorboard_and_wandb(
-    prefect_api, tiny_task, mlflow_server, tmp_path
+    mlflow_server, prefect_api, tiny_task, tmp_path
 ):
     from mlflow import MlflowClient
     from prefect.client.orchestration import get_client
@@ -160,7 +161,7 @@ def test_a_run_reports_to_mlflow_tensorboard_and_wandb(
 
 @pytest.mark.slow
 def test_a_tracker_whose_server_dies_mid_run_only_warns(
-    prefect_api, tiny_task, mlflow_server, tmp_path
+    mlflow_server, prefect_api, tiny_task, tmp_path
 ):
     from mlflow import MlflowClient
 
@@ -201,6 +202,23 @@ def test_a_tracker_whose_server_dies_mid_run_only_warns(
     assert [m["iteration"] for m in metrics] == [0, 1, 2, 3]  # training went on
     assert logged_iterations() == [0]  # what reached MLflow before it was gone
     assert sorted(_scalars(tmp_path / "tb" / run_id, "reward/mean")) == [0, 1, 2, 3]
+    assert any(run_id in m for m in _warning_logs("tracker mlflow failed"))  # in the Prefect UI
+
+
+def _warning_logs(text: str) -> list[str]:
+    """WARNING+ messages in the Prefect API's run logs that contain `text` (the API log
+    handler sends its records in batches, so wait a little for them)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterLevel
+
+    deadline = time.monotonic() + 20
+    with get_client(sync_client=True) as client:
+        while True:
+            logs = client.read_logs(LogFilter(level=LogFilterLevel(ge_=30)), limit=200)
+            found = [log.message for log in logs if text in log.message]
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(1)
 
 
 def test_a_selected_tracker_that_is_not_installed_is_a_validation_error(

@@ -23,11 +23,13 @@ def free_port() -> int:
 
 
 class MlflowServer:
-    """`mlflow server` with a SQLite backend and proxied artifacts under `root`."""
+    """`mlflow server` with a SQLite backend and proxied artifacts under `root`. It starts in
+    the background (10-25 s); `url` waits until it is healthy."""
 
     def __init__(self, root: Path) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self._url = f"http://127.0.0.1:{self.port}"
+        self._healthy = False
         mlflow = Path(sys.executable).with_name("mlflow")
         env = os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         self.log = open(root / "mlflow-server.log", "wb")  # noqa: SIM115
@@ -37,7 +39,12 @@ class MlflowServer:
              "--artifacts-destination", str(root / "artifacts")],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )  # fmt: skip
-        self._wait(timeout=120)
+
+    @property
+    def url(self) -> str:
+        if not self._healthy:
+            self._wait(timeout=120)
+        return self._url
 
     def _wait(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -45,8 +52,9 @@ class MlflowServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"mlflow server exited: see {self.log.name}")
             try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
+                with urllib.request.urlopen(f"{self._url}/health", timeout=2) as r:
                     if r.status == 200:
+                        self._healthy = True
                         return
             except OSError:
                 time.sleep(0.5)
