@@ -232,7 +232,7 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
         raise SpecError(f"must be >= 1, got {spec.iterations}", path="iterations", where=where)
     if not spec.nodes:
         raise SpecError("the pipeline has no nodes", path="nodes", where=where)
-    _check_trackers_installed(spec.trackers, where)
+    _check_trackers(spec.trackers, where)
 
 
 class TrackerName(StrEnum):
@@ -296,8 +296,10 @@ class TrackingSpec:
     wandb: WandbSpec = field(default_factory=WandbSpec)
 
 
-def _check_trackers_installed(trackers: list[TrackerName], where: str) -> None:
-    for name in trackers:
+def _check_trackers(trackers: list[TrackerName], where: str) -> None:
+    for i, name in enumerate(trackers):
+        if name in trackers[:i]:
+            raise SpecError(f"tracker '{name}' is listed twice", path="trackers", where=where)
         module, distribution = TRACKER_PACKAGES[name]
         if importlib.util.find_spec(module) is None:
             raise SpecError(

@@ -242,3 +242,11 @@ def test_an_unknown_tracker_is_a_spec_error_naming_the_choices(write_yaml, datas
     assert main(["validate", str(path)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "trackers" in err and "comet" in err and "tensorboard" in err
+
+
+def test_a_tracker_listed_twice_is_a_spec_error(write_yaml, dataset, capsys):
+    from tests.conftest import scoring_pipeline
+
+    path = write_yaml(scoring_pipeline(dataset, trackers=["tensorboard", "tensorboard"]))
+    assert main(["validate", str(path)]) == 2
+    assert "trackers: tracker 'tensorboard' is listed twice" in capsys.readouterr().err
