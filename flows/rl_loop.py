@@ -29,6 +29,7 @@ from flows.artifacts import Progress, publish_iteration, publish_reward_curve
 from flows.pipeline_param import pipeline_file
 from flows.run_logs import forward_rldag_logs
 from flows.settings import without_heartbeats
+from flows.tracking import tracking
 from rldag import checkpoints
 from rldag.driver import drive
 from rldag.errors import RunError
@@ -179,4 +180,5 @@ def rldag_run(
     extra = [*(overrides or []), *([f"iterations={iterations}"] if iterations else [])]
     loaded = load_pipeline(pipeline_file(pipeline), extra)
     run = Run.start(loaded, build_graph(loaded), run_id=resume)
-    return run_iterations(run, checkpoints.resume(run) if resume else 0)
+    with tracking(run):  # experiment trackers (trackers: [...]), fed from the run's events
+        return run_iterations(run, checkpoints.resume(run) if resume else 0)

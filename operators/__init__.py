@@ -5,6 +5,7 @@ Importing this package registers them (it is the `rldag.operators` entry point).
 
 from operators.advantage import GRPO_ADVANTAGE
 from operators.data.dataset import DATASET
+from operators.data.hf_dataset import HF_DATASET
 from operators.generate import TORCH_ENGINE
 from operators.kl_reward import KL_REWARD
 from operators.rewards.arithmetic import compute_score as arithmetic_score
@@ -18,6 +19,7 @@ from rldag.spec import NodeKind
 
 for _op in (
     DATASET,
+    HF_DATASET,
     TORCH_ENGINE,
     SANDBOX_PYTHON,
     PASS_RATE,

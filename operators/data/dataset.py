@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from omegaconf import MISSING
 
+from operators.data.cursor import batch_indices
 from operators.data.dataset_checks import (
     JSONL_SUFFIXES,
     check_rows,
@@ -127,22 +128,10 @@ class DatasetSource:
         check_rows(path, table, params.prompt_key, data)
         self.table = normalise(table, params)
 
-    def _order(self, epoch: int, seed: int) -> np.ndarray:
-        n = self.table.num_rows
-        if not self.params.shuffle:
-            return np.arange(n)
-        return np.random.default_rng([seed, epoch]).permutation(n)
-
     def batch_indices(self, iteration: int, seed: int) -> np.ndarray:
         """Dataset rows of iteration `iteration`'s batch (wrapping over epochs)."""
-        n, size = self.table.num_rows, self.params.batch_size
-        positions = np.arange(iteration * size, (iteration + 1) * size)
-        epochs = positions // n
-        out = np.empty(size, dtype=np.int64)
-        for epoch in np.unique(epochs):
-            sel = epochs == epoch
-            out[sel] = self._order(int(epoch), seed)[positions[sel] % n]
-        return out
+        rows, size = self.table.num_rows, self.params.batch_size
+        return batch_indices(rows, size, iteration, seed, self.params.shuffle)
 
     def __call__(self, inputs: dict, ctx: NodeContext) -> pa.Table:
         batch = self.table.take(self.batch_indices(ctx.iteration, ctx.seed))
