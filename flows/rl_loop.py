@@ -23,6 +23,7 @@ from prefect.client.schemas.objects import TaskRunResult
 from prefect.context import FlowRunContext
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.utilities.annotations import quote
 from pydantic import Field
 
 from flows.artifacts import Progress, publish_iteration, publish_reward_curve
@@ -110,7 +111,9 @@ class PrefectLauncher:
                     for h in item.inputs.values()
                     if h.step in self._task_runs
                 }
-            params = {"iteration": iteration, "inputs": dict(item.inputs)}
+            # quote: the edges are exactly `upstream` (Prefect would also link any task whose
+            # result shares an object with these handles, such as the run id string)
+            params = {"iteration": iteration, "inputs": quote(dict(item.inputs))}
             future = runner.submit(
                 self.tasks[item.step.node], params, dependencies={"inputs": upstream}
             )
