@@ -88,6 +88,9 @@ def resume(run: Run) -> int:
     for node in checkpointed_nodes(run.graph):
         with run.storage.fetch_dir(_node_dir(run, done, node.name)) as path:
             run.runner.load_checkpoint(node, path)
+        if run.max_staleness and run.graph.feeds_weights(node.name):
+            snapshot = run.runner.snapshot_weights(node)  # the version its step made
+            run.snapshots[snapshot.version] = snapshot
     versions = f"{run.run_id}/checkpoints/iter={done}/versions"
     if run.max_staleness and run.storage.exists(versions):
         with run.storage.fetch_dir(versions) as path:

@@ -50,6 +50,10 @@ class Graph:
     def order(self) -> list[str]:
         return list(self.nodes)
 
+    def feeds_weights(self, name: str) -> bool:
+        """Whether a node loads `name`'s weights (it is the source of a weights edge)."""
+        return any(n.weights_from == name for n in self.nodes.values())
+
     def consumers(self, name: str) -> list[str]:
         """Nodes that read `name`'s table."""
         return [n.name for n in self.nodes.values() if name in n.inputs.values()]

@@ -196,9 +196,7 @@ class Run:
         for the generate steps that will run on it while training goes on."""
         if node.op.checkpointable and checkpoints.due(self.loaded.spec, step.iteration):
             checkpoints.save_node(self, step.iteration, node)
-        if self.max_staleness and any(
-            n.weights_from == node.name for n in self.graph.nodes.values()
-        ):
+        if self.max_staleness and self.graph.feeds_weights(node.name):
             snapshot = self.runner.snapshot_weights(node)
             with self._lock:
                 self.snapshots[snapshot.version] = snapshot
