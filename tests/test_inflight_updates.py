@@ -132,6 +132,31 @@ def test_identical_weights_pushed_mid_flight_give_the_uninterrupted_samples(
         assert lps == pytest.approx(c.logprobs, abs=1e-4)
 
 
+def test_update_while_paused_in_place_waits_for_nothing_and_keeps_the_caches(
+    served, tmp_path
+) -> None:
+    """SGLang's in_place pause: the update loads at once; decoding then goes on from the old
+    caches (not re-prefilled), still recording the version change."""
+    loop, client = served
+    path = save_checkpoint(random_causal_lm(5).state_dict(), tmp_path / "v1")
+    params = {"max_new_tokens": MAX_NEW, "temperature": 0, "ignore_eos": True}
+    body = {"input_ids": PROMPTS[0], "sampling_params": params}
+    thread, answer = _generate_in_background(client, body)
+    _wait_until_decoding(loop)
+    assert client.post("/pause_generation", json={"mode": "in_place"}).status_code == 200
+    update = {"model_path": str(path), "weight_version": "1"}
+    assert client.post("/update_weights_from_disk", json=update).json()["success"]
+    assert thread.is_alive()  # the update did not finish the paused request
+    assert client.post("/continue_generation").status_code == 200
+    thread.join()
+    out = answer["out"].json()
+    switch = _switch_index(out["meta_info"])
+    ids = out["output_ids"]
+    rest = SamplingParams(temperature=0, max_new_tokens=MAX_NEW - switch, ignore_eos=True)
+    (refilled,) = TorchEngine(random_causal_lm(5)).generate([PROMPTS[0] + ids[:switch]], rest)
+    assert ids[switch:] != refilled[0].token_ids
+
+
 def test_samples_admitted_after_an_update_are_prefilled_under_the_new_weights() -> None:
     """A group whose samples wait for slots keeps its prompt's cache; an update drops it."""
     engine = TorchEngine(random_causal_lm(0), max_batch_size=2)

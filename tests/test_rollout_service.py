@@ -133,6 +133,8 @@ def test_pipeline_with_two_rollout_servers_and_weight_updates(tiny_task, tmp_pat
     run_dir = Path(run.uri)
     tables = [pq.read_table(run_dir / f"iter={i}" / "generate.parquet") for i in range(2)]
     assert [set(t["policy_version"].to_pylist()) for t in tables] == [{0}, {1}]
+    for t in tables:  # no update came mid-flight: every row saw one version
+        assert t["policy_version_max"].to_pylist() == t["policy_version"].to_pylist()
     assert all(t.num_rows == 32 for t in tables)
     # Iteration 1 was sampled from the trained weights the servers loaded from disk: its
     # logprobs match a teacher-forced pass of that checkpoint, and not of the initial model.
