@@ -94,7 +94,7 @@ def test_push_retracting_requests_in_flight_gives_rows_both_versions(tmp_path):
         deadline = time.monotonic() + 30
         while service.client.outstanding()[url] < len(prompts) and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(0.2)  # both groups decoding
+        time.sleep(0.1)  # both groups decoding
         service.push(random_causal_lm(5).state_dict(), 1, in_flight=InFlight.retract)
         worker.join()
     finally:
