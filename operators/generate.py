@@ -68,9 +68,14 @@ class GenerateParams:
 def rollout_table(
     prompts: pa.Table, prompt_ids: list[list[int]], groups: list[list[Any]], versions: list[int]
 ) -> pa.Table:
-    """``prompts`` with each row repeated per sample and the generate columns appended."""
+    """``prompts`` with each row repeated per sample and the generate columns appended.
+
+    ``versions`` holds one policy version per group; where the completions report the versions
+    that generated them (rollout servers), each row gets its oldest as ``policy_version`` and
+    its newest as ``policy_version_max``."""
     counts = [len(g) for g in groups]
     done = [c for group in groups for c in group]
+    row_versions = [v for v, k in zip(versions, counts, strict=True) for _ in range(k)]
     table = prompts.take(np.repeat(np.arange(prompts.num_rows), counts))
     ids = pa.list_(pa.int32())
     new = {
@@ -82,10 +87,13 @@ def rollout_table(
         "response_ids": pa.array([c.token_ids for c in done], ids),
         "response_logprobs": pa.array([c.logprobs for c in done], pa.list_(pa.float32())),
         "finish_reason": pa.array([c.finish_reason for c in done], pa.string()),
-        "policy_version": pa.array(
-            [v for v, k in zip(versions, counts, strict=True) for _ in range(k)], pa.int64()
-        ),
+        "policy_version": pa.array(row_versions, pa.int64()),
     }
+    if any(c.versions for c in done):  # a response may span weight updates
+        for name, end in (("policy_version", 0), ("policy_version_max", -1)):
+            rows = zip(done, row_versions, strict=True)
+            seen = [int(c.versions[end][1]) if c.versions else v for c, v in rows]
+            new[name] = pa.array(seen, pa.int64())
     for name, values in new.items():
         table = table.append_column(name, values)
     return table

@@ -29,7 +29,8 @@ VOCABULARY: dict[str, tuple[pa.DataType, ...]] = {
     "response_logprobs": (pa.list_(pa.float32()),),
     "ref_logprobs": (pa.list_(pa.float32()),),
     "finish_reason": (pa.string(),),
-    "policy_version": (pa.int64(),),
+    "policy_version": (pa.int64(),),  # the oldest version that generated the row
+    "policy_version_max": (pa.int64(),),  # the newest (rollout servers: it may span updates)
     "exec_status": (pa.string(),),
     "exit_code": (pa.int32(),),
     "stdout": (pa.string(),),

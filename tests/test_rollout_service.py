@@ -1,23 +1,30 @@
-"""Rollout servers as processes on 127.0.0.1: failover, and a pipeline whose generate node uses
-two of them with a weight update between iterations."""
+"""Rollout servers as processes on 127.0.0.1: failover, a weight push that retracts requests in
+flight, and a pipeline whose generate node uses two of them with a weight update between
+iterations."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 import httpx
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 
+from operators.generate import rollout_table
 from operators.hf import load_causal_lm
 from operators.rollout import SamplingParams, TorchEngine
 from operators.rollout.client import RolloutClient
 from operators.rollout.launch import start_local_servers
+from operators.rollout.service import RolloutService
+from operators.rollout.weight_update import InFlight
 from rldag.graph import build_graph
 from rldag.run import Run
 from rldag.spec import load_pipeline
+from tests.tiny_models import random_causal_lm
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +77,40 @@ def test_server_killed_mid_request_is_detected_and_its_groups_resent(two_servers
         httpx.get(f"{victim.url}/health", timeout=2)
 
 
+def test_push_retracting_requests_in_flight_gives_rows_both_versions(tmp_path):
+    """Responses interrupted by a push finish under the new weights; the rollout table records
+    the oldest version as policy_version and the newest as policy_version_max."""
+    random_causal_lm(0).save_pretrained(tmp_path / "model")
+    service = RolloutService(str(tmp_path / "model"), servers=1, weights_dir=str(tmp_path / "w"))
+    prompts, max_new = [[1, 2, 3], [4, 5, 6, 7]], 1000  # long enough to be mid-flight
+    params = SamplingParams(n=2, max_new_tokens=max_new, ignore_eos=True)
+    answers: dict = {}
+    worker = threading.Thread(
+        target=lambda: answers.update(out=service.generate(prompts, params, [1, 2]))
+    )
+    try:
+        worker.start()
+        url = service.client.servers[0].url
+        deadline = time.monotonic() + 30
+        while service.client.outstanding()[url] < len(prompts) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # both groups decoding
+        service.push(random_causal_lm(5).state_dict(), 1, in_flight=InFlight.retract)
+        worker.join()
+    finally:
+        service.close()
+    groups = [completions for completions, _ in answers["out"]]
+    table = rollout_table(
+        pa.table({"prompt_id": [0, 1]}), prompts, groups, [v for _, v in answers["out"]]
+    )
+    assert table["policy_version"].to_pylist() == [0] * 4
+    assert table["policy_version_max"].to_pylist() == [1] * 4
+    assert table["finish_reason"].to_pylist() == ["length"] * 4
+    assert [len(ids) for ids in table["response_ids"].to_pylist()] == [max_new] * 4
+    switches = [c.versions[1][0] for group in groups for c in group]
+    assert all(0 < switch < max_new for switch in switches)
+
+
 def test_pipeline_with_two_rollout_servers_and_weight_updates(tiny_task, tmp_path):
     weights_dir = tmp_path / "weights"
     loaded = load_pipeline(
@@ -92,6 +133,8 @@ def test_pipeline_with_two_rollout_servers_and_weight_updates(tiny_task, tmp_pat
     run_dir = Path(run.uri)
     tables = [pq.read_table(run_dir / f"iter={i}" / "generate.parquet") for i in range(2)]
     assert [set(t["policy_version"].to_pylist()) for t in tables] == [{0}, {1}]
+    for t in tables:  # no update came mid-flight: every row saw one version
+        assert t["policy_version_max"].to_pylist() == t["policy_version"].to_pylist()
     assert all(t.num_rows == 32 for t in tables)
     # Iteration 1 was sampled from the trained weights the servers loaded from disk: its
     # logprobs match a teacher-forced pass of that checkpoint, and not of the initial model.

@@ -8,6 +8,11 @@ stop string or their length limit; the freed slot is refilled on the next step. 
 decoded as the contiguous range ``[0, hi)``; when the queue is empty and half the range is
 holes, the live sequences are moved down. Randomness is per sequence (``rng.sequence_key``), so
 a sequence's tokens do not depend on what else is in the batch.
+
+New weights can arrive between steps (``new_weights``): every live sequence records the token
+index from which the new version generates it, and ``refresh`` recomputes the KV cache of the
+live sequences under the new weights (their prompt and sampled tokens re-prefilled), so they
+continue as if those weights had produced their cache; their RNG streams go on where they were.
 """
 
 from __future__ import annotations
@@ -21,12 +26,13 @@ from typing import Any
 import torch
 
 from operators.rollout import dedup
-from operators.rollout.decoder import Decoder, Prefill
+from operators.rollout.decoder import Decoder, Prefill, prefill_chunks
 from operators.rollout.kv_cache import SlotKVCache
 from operators.rollout.rng import group_key
 from operators.rollout.sampling import Completion, SamplingParams, sample_rows
 from operators.rollout.slot_state import SlotState
 from operators.rollout.stops import StopStrings, cut_at_stop
+from operators.rollout.weight_update import VersionStarts, record_version
 
 __all__ = ["ContinuousBatcher"]
 
@@ -51,6 +57,7 @@ class _Group:
     filters: bool  # uses top-k or top-p
     samples: bool  # not greedy
     results: list[Completion | None] = field(default_factory=list)
+    versions: list[VersionStarts] = field(default_factory=list)  # per sample, once admitted
     admitted: int = 0
     unfinished: int = 0
     prefix: tuple[Prefill, int] | None = None  # the prefill batch holding its prompt, and the row
@@ -90,6 +97,7 @@ class ContinuousBatcher:
         self._done: list[_Group] = []
         self._tickets = itertools.count()
         self.s = SlotState(self.device)
+        self.weight_version: str | None = None  # the weights' label; None = record no versions
 
     # ---- public API --------------------------------------------------------------------------
 
@@ -123,6 +131,7 @@ class ContinuousBatcher:
             samples=not params.greedy,
         )
         group.results = [None] * runs
+        group.versions = [[] for _ in range(runs)]
         group.unfinished = runs
         self.waiting.append(group)
         return group.ticket
@@ -161,6 +170,43 @@ class ContinuousBatcher:
         self._shrink()
         return self._report()
 
+    def new_weights(self, version: str | None) -> None:
+        """The decoder's model now holds new weights, labelled ``version`` (None: keep the label).
+
+        Each live sequence records that its tokens from the next one on come from that version;
+        prompt caches kept for samples not yet admitted are dropped (they are prefilled again,
+        under the new weights). The live sequences' caches stay as they are until ``refresh``.
+        """
+        for group in self.waiting:
+            group.prefix = None
+        if version is not None:
+            self.weight_version = version
+        if self.weight_version is None:
+            return
+        counts = self.s.count[: self.hi].tolist()
+        for slot, owner in enumerate(self.owner[: self.hi]):
+            if owner is not None:
+                group, sample = owner
+                record_version(group.versions[sample], counts[slot], self.weight_version)
+
+    @torch.inference_mode()
+    def refresh(self) -> int:
+        """Recompute the KV cache of every live sequence under the current weights: its prompt
+        and sampled tokens but the last (which the next decode step feeds) are prefilled again
+        into its slot. Its tokens, log-probs and RNG position stay. Returns how many there were.
+        """
+        live = [s for s in range(self.hi) if self.owner[s] is not None]
+        counts, tokens = self.s.count[live].tolist(), self.s.out_tok[live].tolist()
+        sequences = [
+            self.owner[slot][0].prompt + toks[: n - 1]
+            for slot, n, toks in zip(live, counts, tokens, strict=True)
+        ]
+        for start, out in prefill_chunks(self.decoder, sequences, self.max_prefill_tokens):
+            rows = len(out.lengths)
+            dst = torch.tensor(live[start : start + rows], device=self.device)
+            self.cache.write(dst, out.kv, torch.arange(rows, device=self.device))
+        return len(live)
+
     # ---- admission ---------------------------------------------------------------------------
 
     def _plan(self) -> list[tuple[_Group, list[int]]]:
@@ -186,17 +232,10 @@ class ContinuousBatcher:
 
     def _prefill(self, groups: list[_Group]) -> None:
         """Prefill the prompts of ``groups`` (in token-bounded chunks) and keep each prefix."""
-        start = 0
-        while start < len(groups):
-            stop, tokens = start, 0
-            while stop < len(groups) and (stop == start or tokens < self.max_prefill_tokens):
-                tokens += len(groups[stop].prompt)
-                stop += 1
-            chunk = groups[start:stop]
-            out = self.decoder.prefill([g.prompt for g in chunk])
-            for row, group in enumerate(chunk):
-                group.prefix = (out, row)
-            start = stop
+        prompts = [g.prompt for g in groups]
+        for start, out in prefill_chunks(self.decoder, prompts, self.max_prefill_tokens):
+            for row in range(len(out.lengths)):
+                groups[start + row].prefix = (out, row)
 
     def _admit(self) -> None:
         if not self.waiting or self.active >= self.max_batch_size:
@@ -226,6 +265,8 @@ class ContinuousBatcher:
             self._next_cls += 1
             for j, slot in enumerate(group_slots):
                 self.owner[slot] = (group, group.admitted + j)
+                if self.weight_version is not None:
+                    group.versions[group.admitted + j] = [(0, self.weight_version)]
                 if p.stop:
                     self.stops[slot] = StopStrings(self.tokenizer, p.stop)
             self._filtering += take * group.filters
@@ -342,7 +383,8 @@ class ContinuousBatcher:
                 stops.pop(slot, None)
             if isinstance(matched, str):
                 text = cut_at_stop(text, group.params.stop)
-            self._complete(group, sample, Completion(ids, lps, reason, text, matched))
+            versions = tuple(group.versions[sample])
+            self._complete(group, sample, Completion(ids, lps, reason, text, matched, versions))
 
     def _complete(self, group: _Group, sample: int, completion: Completion) -> None:
         group.results[sample] = completion

@@ -6,6 +6,11 @@ with the fewest outstanding requests. When a server fails mid-request (connectio
 reset, no response, a 5xx), the client checks its ``/health``; a server that does not answer is
 marked dead and never picked again, and the group is re-sent to another server. Every group is
 tried at most ``max_attempts`` times; when no live server is left the call raises.
+
+A weight update either lets the requests in flight finish first, aborts them, or retracts them
+(``InFlight``): the servers pause with SGLang's ``retract`` mode, load the new weights and
+continue, so every interrupted response is finished by the new weights; each completion then
+carries the versions that generated it (``Completion.versions``, from ``meta_info``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 import httpx
 
 from operators.rollout.sampling import Completion, SamplingParams
+from operators.rollout.weight_update import InFlight, PauseMode
 
 __all__ = ["NoServerError", "RolloutClient", "completion_from_sglang", "sampling_params_json"]
 
@@ -70,7 +76,13 @@ def completion_from_sglang(out: dict[str, Any]) -> Completion:
         finish_reason=kind if kind in ("stop", "length") else "abort",
         text=out.get("text"),
         matched=matched,
+        versions=tuple((int(i), str(v)) for i, v in meta.get("weight_version_starts") or ()),
     )
+
+
+def _oldest_version(meta: dict[str, Any]) -> int:
+    """The oldest policy version an output's ``meta_info`` reports (SGLang's: its only one)."""
+    return int(meta.get("oldest_weight_version", meta.get("weight_version")) or 0)
 
 
 class RolloutClient:
@@ -112,7 +124,7 @@ class RolloutClient:
     def generate(
         self, prompt_ids: list[list[int]], params: SamplingParams, seeds: list[int] | None = None
     ) -> list[tuple[list[Completion], int]]:
-        """``params.n`` completions per prompt and the policy version that produced them.
+        """``params.n`` completions per prompt and the oldest policy version that produced them.
 
         ``seeds[i]`` (optional) is the ``sampling_seed`` of prompt ``i``'s group, which makes the
         group's samples the same on whichever server runs it.
@@ -164,8 +176,7 @@ class RolloutClient:
                     server.outstanding -= 1
             outs = body if isinstance(body, list) else [body]
             completions = [completion_from_sglang(o) for o in outs]
-            version = int(outs[0]["meta_info"].get("weight_version") or 0)
-            return completions, version
+            return completions, min(_oldest_version(o["meta_info"]) for o in outs)
         raise NoServerError(f"a prompt group failed {self.max_attempts} times: {last_error!r}")
 
     def _suspect(self, server: _Server, err: Exception) -> None:
@@ -200,9 +211,25 @@ class RolloutClient:
             raise NoServerError(f"no rollout server answered {path}")
         return answers
 
-    def update_weights_from_disk(self, model_path: str, version: int) -> None:
-        """Every live server loads ``model_path`` and reports ``version`` from then on."""
-        body = {"model_path": model_path, "weight_version": str(version)}
+    def update_weights_from_disk(
+        self, model_path: str, version: int, in_flight: InFlight = InFlight.finish
+    ) -> None:
+        """Every live server loads ``model_path`` and reports ``version`` from then on;
+        ``in_flight`` says what happens to the requests they are generating (module docstring).
+        """
+        body: dict[str, Any] = {"model_path": model_path, "weight_version": str(version)}
+        if in_flight is InFlight.abort:
+            body["abort_all_requests"] = True
+        if in_flight is not InFlight.retract:
+            self._update_all(body)
+            return
+        self.pause(PauseMode.retract)
+        try:
+            self._update_all(body)
+        finally:
+            self.resume()
+
+    def _update_all(self, body: dict[str, Any]) -> None:
         for response in self._post_all("/update_weights_from_disk", body):
             content = response.json()
             if response.status_code != 200 or not content.get("success"):
@@ -211,8 +238,8 @@ class RolloutClient:
     def flush_cache(self) -> None:
         self._post_all("/flush_cache")
 
-    def pause(self, mode: str = "abort") -> None:
-        self._post_all("/pause_generation", {"mode": mode})
+    def pause(self, mode: PauseMode = PauseMode.abort) -> None:
+        self._post_all("/pause_generation", {"mode": PauseMode(mode).value})
 
     def resume(self) -> None:
         self._post_all("/continue_generation")

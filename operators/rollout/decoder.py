@@ -13,6 +13,7 @@ calls the model's own forward. ``make_decoder`` picks one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,7 +22,7 @@ import torch.nn.functional as F
 
 from operators.rollout.kv_cache import SlotKVCache
 
-__all__ = ["Decoder", "LlamaFamilyDecoder", "Prefill", "make_decoder"]
+__all__ = ["Decoder", "LlamaFamilyDecoder", "Prefill", "make_decoder", "prefill_chunks"]
 
 LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "mistral")
 # Decode attention is elementwise up to this many (position, row, head, dim) products.
@@ -55,6 +56,21 @@ class Decoder(Protocol):
         positions: torch.Tensor,
         unique: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor: ...
+
+
+def prefill_chunks(
+    decoder: Decoder, sequences: list[list[int]], max_tokens: int
+) -> Iterator[tuple[int, Prefill]]:
+    """Prefill ``sequences`` in consecutive chunks of about ``max_tokens`` tokens (at least one
+    sequence each); yields each chunk's first index and its ``Prefill``."""
+    start = 0
+    while start < len(sequences):
+        stop, tokens = start, 0
+        while stop < len(sequences) and (stop == start or tokens < max_tokens):
+            tokens += len(sequences[stop])
+            stop += 1
+        yield start, decoder.prefill(sequences[start:stop])
+        start = stop
 
 
 def _fuse(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:

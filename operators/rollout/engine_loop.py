@@ -2,9 +2,13 @@
 
 Callers hand it work and get futures back; the thread runs the engine's continuous batcher, so
 requests that arrive while others decode join the same batch at the next step. Control messages
-(weight update, pause, continue) are handled in arrival order: a weight update first finishes
-every request submitted before it (or aborts them), so each request is generated under exactly
-one weight version, which its result reports.
+(weight update, pause, continue) are handled in arrival order, between two steps. What a weight
+update does to the requests in flight is its ``InFlight`` mode: ``finish`` them under the old
+weights first (the default), ``abort`` them, or ``retract`` them: load the new weights at once
+and continue every sequence under them, its prompt and partial output re-prefilled. While the
+loop is paused an update never waits: the pause mode decided already (``retract``: caches are
+recomputed on continue; ``in_place``: they are kept, as SGLang does). Every completion records
+the weight versions that generated its tokens (``Completion.versions``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from operators.rollout.sampling import Completion, SamplingParams
 from operators.rollout.torch_engine import TorchEngine
+from operators.rollout.weight_update import InFlight, PauseMode
 from operators.rollout.weights import load_checkpoint
 
 __all__ = ["EngineLoop", "GenerateItem"]
@@ -49,14 +54,20 @@ class EngineLoop:
 
     def __init__(self, engine: TorchEngine, *, weight_version: str = "0") -> None:
         self.engine = engine
-        self.weight_version = weight_version
+        engine.batcher.weight_version = weight_version
         self.model_path: str | None = None
         self.paused = False
+        self._stale = False  # live caches predate the weights: refresh them before stepping
         self._inbox: queue.Queue[tuple[str, Any, Future]] = queue.Queue()
         self._jobs: dict[int, _Job] = {}  # ticket -> job
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rollout-engine", daemon=True)
         self._thread.start()
+
+    @property
+    def weight_version(self) -> str:
+        """The label of the weights now loaded."""
+        return self.engine.batcher.weight_version
 
     # ---- callers -----------------------------------------------------------------------------
 
@@ -64,13 +75,17 @@ class EngineLoop:
         """Future of ``(completions per item, weight version)``."""
         return self._send("generate", items)
 
-    def update_weights(self, path: str, version: str | None, abort: bool = False) -> Future:
-        """Future of ``(success, message, aborted requests)`` for loading ``path``."""
-        return self._send("update", (path, version, abort))
+    def update_weights(
+        self, path: str, version: str | None, in_flight: InFlight = InFlight.finish
+    ) -> Future:
+        """Future of ``(success, message, requests aborted or retracted)`` for loading ``path``."""
+        return self._send("update", (path, version, InFlight(in_flight)))
 
-    def pause(self, mode: str = "abort") -> Future:
-        """Stop stepping; ``abort`` also ends every in-flight request with finish reason abort."""
-        return self._send("pause", mode)
+    def pause(self, mode: PauseMode = PauseMode.abort) -> Future:
+        """Stop stepping; ``abort`` also ends every in-flight request with finish reason abort,
+        ``retract`` recomputes the in-flight caches on continue (under the weights then loaded),
+        ``in_place`` keeps them."""
+        return self._send("pause", PauseMode(mode))
 
     def resume(self) -> Future:
         return self._send("continue", None)
@@ -136,34 +151,53 @@ class EngineLoop:
             if not payload:
                 future.set_result(([], self.weight_version))
         elif kind == "update":
-            path, version, abort = payload
-            aborted = self._drain(abort)
-            self.engine.load_state_dict(load_checkpoint(path))
+            path, version, in_flight = payload
+            state = load_checkpoint(path)
+            held = self._settle(in_flight)
+            self.engine.load_state_dict(state)
             self.model_path = str(Path(path))
-            if version is not None:
-                self.weight_version = str(version)
-            future.set_result((True, f"Succeeded to update model weights from {path}.", aborted))
+            batcher.new_weights(None if version is None else str(version))
+            self._stale |= in_flight is InFlight.retract
+            if not self.paused:
+                self._refresh()
+            future.set_result((True, f"Succeeded to update model weights from {path}.", held))
         elif kind == "pause":
             self.paused = True
-            if payload == "abort":
+            if payload is PauseMode.abort:
                 self._deliver(batcher.abort_all())
+            self._stale |= payload is PauseMode.retract
             future.set_result(None)
         elif kind == "continue":
             self.paused = False
+            self._refresh()
             future.set_result(None)
         elif kind == "stop":
             future.set_result(None)
 
-    def _drain(self, abort: bool) -> int:
-        """Finish (or abort) everything in flight; returns how many requests were aborted."""
+    def _settle(self, in_flight: InFlight) -> int:
+        """Before new weights load: finish or abort what is in flight (``finish`` waits for
+        nothing while paused). Returns how many requests were aborted or are retracted."""
         batcher = self.engine.batcher
-        if abort:
-            aborted = len({id(job) for job in self._jobs.values()})
+        held = len({id(job) for job in self._jobs.values()})
+        if in_flight is InFlight.abort:
             self._deliver(batcher.abort_all())
-            return aborted
-        while batcher.has_work:
-            self._deliver(batcher.step())
-        return 0
+        elif in_flight is InFlight.finish:
+            while batcher.has_work and not self.paused:
+                self._deliver(batcher.step())
+            held = 0
+        return held
+
+    def _refresh(self) -> None:
+        """Recompute the live caches if the weights changed under them in ``retract`` mode (a
+        failure fails the requests in flight, as a failed step does)."""
+        if not self._stale:
+            return
+        self._stale = False
+        try:
+            self.engine.batcher.refresh()
+        except Exception as err:
+            log.exception("rollout engine could not recompute the caches in flight")
+            self._fail_all(err)
 
     def _deliver(self, finished: list[tuple[int, list[Completion]]]) -> None:
         for ticket, completions in finished:

@@ -62,6 +62,9 @@ class Completion:
     finish_reason: str  # "stop", "length" or "abort"
     text: str | None = None  # decoded response (None without tokenizer); stop string cut off
     matched: int | str | None = None  # the stop token id or stop string that ended it
+    # (first token index, weight version) of each version that generated its tokens, oldest
+    # first (operators.rollout.weight_update); empty where the engine labels no versions
+    versions: tuple[tuple[int, str], ...] = ()
 
 
 def filter_logits(scaled: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:

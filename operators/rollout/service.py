@@ -5,8 +5,10 @@ machine, ``engine: sglang`` -> ``sglang.launch_server``) or connects to running 
 (``server_urls``), sends prompt groups through a ``RolloutClient`` and pushes new policy
 versions: the trainer's weights are written once as an HF checkpoint directory, then every
 server loads it through ``/update_weights_from_disk`` with ``weight_version`` set, so each
-generated row reports the version that actually produced it. A checkpoint directory path can be
-pushed as is (a trainer that already wrote one saves the copy).
+generated row reports the version that actually produced it. A push can let the requests in
+flight finish first (the default), abort them, or retract them (``InFlight``): then each
+interrupted response is continued by the new weights and reports both versions. A checkpoint
+directory path can be pushed as is (a trainer that already wrote one saves the copy).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 from operators.rollout.client import RolloutClient
 from operators.rollout.launch import ServerProcess, start_local_servers, start_sglang_servers
 from operators.rollout.sampling import Completion, SamplingParams
+from operators.rollout.weight_update import InFlight
 from operators.rollout.weights import load_checkpoint, save_checkpoint
 
 __all__ = ["RolloutService"]
@@ -67,18 +70,26 @@ class RolloutService:
     def generate(
         self, prompt_ids: list[list[int]], params: SamplingParams, seeds: list[int]
     ) -> list[tuple[list[Completion], int]]:
-        """Completions per prompt group, each with the policy version its server reported."""
+        """Completions per prompt group, each group with the oldest policy version its server
+        reported (each completion's ``versions`` has them all)."""
         return self.client.generate(prompt_ids, params, seeds)
 
-    def push(self, weights: dict[str, torch.Tensor] | str | Path, version: int) -> Path:
-        """Make every server serve ``weights`` as policy ``version``; returns the directory."""
+    def push(
+        self,
+        weights: dict[str, torch.Tensor] | str | Path,
+        version: int,
+        in_flight: InFlight = InFlight.finish,
+    ) -> Path:
+        """Make every server serve ``weights`` as policy ``version``; returns the directory.
+
+        ``in_flight`` says what happens to the requests the servers are generating now."""
         start = time.perf_counter()
         if isinstance(weights, (str, Path)):
             path = Path(weights)
         else:
             target = self.weights_dir / f"policy-v{version}"
             path = save_checkpoint(weights, target, like=self.model_path)
-        self.client.update_weights_from_disk(str(path), version)
+        self.client.update_weights_from_disk(str(path), version, in_flight)
         previous, self.checkpoint = self.checkpoint, path
         if previous is not None and previous != path and previous.parent == self.weights_dir:
             shutil.rmtree(previous, ignore_errors=True)  # keep only what servers serve now
