@@ -81,7 +81,8 @@ class DynamicSamplingParams:
 
 
 def metric_values(table: pa.Table, metric: str, node: str) -> np.ndarray:
-    """The metric column as float64; a missing, non-numeric or null column is bad input."""
+    """The metric column as float64; a missing or non-numeric column, a null, NaN or
+    infinite value is bad input."""
     path = f"nodes.{node}.params.metric"
     if metric not in table.column_names:
         have = ", ".join(table.column_names)
@@ -92,7 +93,11 @@ def metric_values(table: pa.Table, metric: str, node: str) -> np.ndarray:
     if column.null_count:
         row = pc.index(pc.is_null(column), True).as_py()
         raise InputError(f"column '{metric}' is null at row {row}", path=path)
-    return column.to_numpy().astype(np.float64)
+    values = column.to_numpy().astype(np.float64)
+    if not np.isfinite(values).all():
+        row = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise InputError(f"column '{metric}' is {values[row]} at row {row}", path=path)
+    return values
 
 
 class DynamicSampling:

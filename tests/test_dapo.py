@@ -141,6 +141,14 @@ def test_the_filter_names_its_key_when_the_metric_column_is_missing():
         op({"scored": scored_table(IDS, REWARDS)}, ctx())
 
 
+def test_the_filter_refuses_a_nan_metric_naming_the_row():
+    op = DynamicSampling(DynamicSamplingParams())
+    rewards = REWARDS.copy()
+    rewards[4] = np.nan
+    with pytest.raises(InputError, match=r"metric: column 'reward' is nan at row 4"):
+        op({"scored": scored_table(IDS, rewards)}, ctx())
+
+
 def test_the_filter_fails_clearly_when_no_group_is_informative():
     op = DynamicSampling(DynamicSamplingParams(train_groups=2))
     flat = scored_table(np.array([0, 0, 1, 1]), np.array([1.0, 1.0, 0.0, 0.0]))
