@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from flows.cli import main
 from operators.data.dataset import DatasetParams, DatasetSource
 from operators.dynamic_sampling import DynamicSampling, DynamicSamplingParams, select_groups
 from operators.overlong_penalty import OverlongPenalty, OverlongPenaltyParams, overlong_penalties
@@ -97,6 +98,17 @@ def test_select_groups_without_a_limit_keeps_every_informative_group():
     every = select_groups(REWARDS, IDS, train_groups=0)
     assert every.keep.tolist() == select_groups(REWARDS, IDS, train_groups=2).keep.tolist()
     assert (every.kept, every.surplus, every.short) == (2, 0, 0)
+
+
+def test_validate_refuses_a_negative_train_groups_with_exit_2(capsys):
+    assert main(["validate", str(EXAMPLE), "nodes.filter.params.train_groups=-1"]) == 2
+    assert "nodes.filter.params.train_groups: must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_plan_shows_the_filter_waits_for_the_whole_batch(capsys):
+    assert main(["plan", str(EXAMPLE), "async.max_staleness=1", "pools.colocate=[]"]) == 0
+    whole = next(line for line in capsys.readouterr().out.splitlines() if "whole batch:" in line)
+    assert "filter" in [name.strip() for name in whole.split(":", 1)[1].split(",")]
 
 
 # --- dynamic sampling: the operator ------------------------------------------------------
