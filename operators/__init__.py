@@ -6,8 +6,10 @@ Importing this package registers them (it is the `rldag.operators` entry point).
 from operators.advantage import GRPO_ADVANTAGE
 from operators.data.dataset import DATASET
 from operators.data.hf_dataset import HF_DATASET
+from operators.dynamic_sampling import DYNAMIC_SAMPLING
 from operators.generate import TORCH_ENGINE
 from operators.kl_reward import KL_REWARD
+from operators.overlong_penalty import OVERLONG_PENALTY
 from operators.rewards.arithmetic import compute_score as arithmetic_score
 from operators.rewards.pass_rate import PASS_RATE
 from operators.sandbox_exec import SANDBOX_PYTHON
@@ -27,6 +29,8 @@ for _op in (
     POLICY_GRADIENT,
     REFERENCE_LOGPROBS,
     KL_REWARD,
+    DYNAMIC_SAMPLING,
+    OVERLONG_PENALTY,
 ):
     register(_op)
 register(score_operator("arithmetic", arithmetic_score))

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from operators.reward_shaping import with_shaped_reward
 from operators.train.loss import kl_penalty
 from operators.train.policy_gradient import KL_ESTIMATORS
 from rldag.operator import NodeContext, OperatorDef, Port
@@ -53,9 +54,7 @@ class KLReward:
             self.p.kl_estimator,
         )
         reward = table["reward"].to_numpy() - self.p.kl_coef * kl
-        idx = table.schema.get_field_index("reward")
-        table = table.set_column(idx, "reward", pa.array(reward, pa.float32()))
-        return table.append_column("kl", pa.array(kl, pa.float32()))
+        return with_shaped_reward(table, reward, "kl", kl)
 
 
 KL_REWARD = OperatorDef(

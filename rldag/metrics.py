@@ -1,11 +1,13 @@
 """Per-iteration metrics from the iteration's edge tables and node timings.
 
 Names follow what veRL users read: ``reward/mean``, ``timing_s/<node>``, ``perf/tokens_per_s``;
-``score/<node>/errors|dropped`` count a score node's failed reward calls.
+``score/<node>/errors|dropped`` count a score node's failed reward calls; an operator may
+report its own counts (``dapo/kept_groups``) with `with_reported_metrics`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import numpy as np
@@ -60,6 +62,31 @@ def score_error_counts(graph: Graph, tables: Mapping[str, pa.Table]) -> dict[str
     return out
 
 
+def _reported_key(node: str) -> bytes:
+    return f"rldag.metrics:{node}".encode()
+
+
+def with_reported_metrics(table: pa.Table, node: str, values: Mapping[str, float]) -> pa.Table:
+    """`table` carrying counts its node reports for the iteration, in its schema metadata
+    (so the stored Parquet file keeps them too); `iteration_metrics` adds them to the row.
+    Keyed by node: downstream tables that inherit the metadata do not count them again."""
+    metadata = dict(table.schema.metadata or {})
+    metadata[_reported_key(node)] = json.dumps({k: float(v) for k, v in values.items()}).encode()
+    return table.replace_schema_metadata(metadata)
+
+
+def reported_metrics(graph: Graph, tables: Mapping[str, pa.Table]) -> dict[str, float]:
+    """The counts each node reported on its own table (summed when two report one name)."""
+    out: dict[str, float] = {}
+    for name in graph.order:
+        table = tables.get(name)
+        if table is None or _reported_key(name) not in (table.schema.metadata or {}):
+            continue
+        for key, value in json.loads(table.schema.metadata[_reported_key(name)]).items():
+            out[key] = out.get(key, 0.0) + value
+    return out
+
+
 def iteration_metrics(
     graph: Graph,
     tables: Mapping[str, pa.Table],
@@ -97,4 +124,5 @@ def iteration_metrics(
                     out[f"train/{field.name}"] = _mean(table[field.name])
     out["timing_s/weight_sync"] = weight_sync_s
     out |= score_error_counts(graph, tables)
+    out |= reported_metrics(graph, tables)
     return out

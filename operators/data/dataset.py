@@ -2,12 +2,15 @@
 
 veRL-format Parquet loads as is: `reward_model.ground_truth` becomes `ground_truth`, a struct
 `extra_info` becomes a JSON string. Each epoch is a seeded permutation, so iteration i's batch
-is a pure function of (seed, i): a resumed run sees the same prompts.
+is a pure function of (seed, i): a resumed run sees the same prompts. `oversample` hands out
+more prompts per iteration than the train batch needs, for a filter that drops some groups
+(`dynamic_sampling`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,9 +38,15 @@ class DatasetParams:
     """Parameters of the `dataset` source."""
 
     path: str = MISSING  # .parquet or .jsonl file
-    batch_size: int = 32  # prompts per iteration
+    batch_size: int = 32  # prompts per iteration (times oversample)
     shuffle: bool = True  # a new seeded permutation each epoch
     prompt_key: str = "prompt"  # column holding the prompt (string or chat messages)
+    oversample: float = 1.0  # prompts per iteration = ceil(batch_size * oversample)
+
+    @property
+    def prompts_per_iteration(self) -> int:
+        """How many prompts each iteration's batch holds."""
+        return math.ceil(self.batch_size * self.oversample)
 
 
 def _check(params: DatasetParams) -> Path:
@@ -48,6 +57,8 @@ def _check(params: DatasetParams) -> Path:
         raise InputError(f"expected a .parquet or .jsonl file, got {path.name}", path="path")
     if params.batch_size < 1:
         raise InputError(f"must be >= 1, got {params.batch_size}", path="batch_size")
+    if not params.oversample >= 1.0:
+        raise InputError(f"must be >= 1.0, got {params.oversample}", path="oversample")
     return path
 
 
@@ -130,12 +141,12 @@ class DatasetSource:
 
     def batch_indices(self, iteration: int, seed: int) -> np.ndarray:
         """Dataset rows of iteration `iteration`'s batch (wrapping over epochs)."""
-        rows, size = self.table.num_rows, self.params.batch_size
+        rows, size = self.table.num_rows, self.params.prompts_per_iteration
         return batch_indices(rows, size, iteration, seed, self.params.shuffle)
 
     def __call__(self, inputs: dict, ctx: NodeContext) -> pa.Table:
         batch = self.table.take(self.batch_indices(ctx.iteration, ctx.seed))
-        start = ctx.iteration * self.params.batch_size
+        start = ctx.iteration * self.params.prompts_per_iteration
         ids = pa.array(np.arange(start, start + batch.num_rows), pa.int64())
         return batch.set_column(0, "prompt_id", ids)
 
