@@ -3,7 +3,7 @@
 Importing this package registers them (it is the `rldag.operators` entry point).
 """
 
-from operators.advantage import GRPO_ADVANTAGE
+from operators.advantage import ADVANTAGE, GRPO_ADVANTAGE
 from operators.data.dataset import DATASET
 from operators.generate import TORCH_ENGINE
 from operators.kl_reward import KL_REWARD
@@ -22,6 +22,7 @@ for _op in (
     SANDBOX_PYTHON,
     PASS_RATE,
     GRPO_ADVANTAGE,
+    ADVANTAGE,
     POLICY_GRADIENT,
     REFERENCE_LOGPROBS,
     KL_REWARD,

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from rldag import checkpoints
 from rldag.errors import InputError, RunError
@@ -218,7 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.fn(args)
     except InputError as err:
-        err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        message = escape(str(err))  # "[a, b]" in a message is text, not rich markup
+        err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/yellow]")
