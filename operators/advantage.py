@@ -5,7 +5,8 @@
 aligned with `response_ids`, 0 on environment tokens): sequence estimators broadcast their
 value over the model's tokens, token-level ones (REINFORCE++) fill it per token and put the
 mean over the model's tokens in `advantage`. The trainer trains on `token_advantage` when it
-is there. `remax` reads its baseline (a greedy rollout's rewards) from the `baseline` port.
+is there. `remax` reads its baseline (a greedy rollout's rewards) from the `baseline` port;
+`gae` reads a critic's per-token `values` column.
 """
 
 from __future__ import annotations
@@ -73,13 +74,15 @@ class EstimatorParams:
     estimator: str = "grpo"
     norm_by_std: bool = True  # grpo: divide by the group std
     eps: float = 1e-6  # added to every std it divides by
-    gamma: float = 1.0  # reinforce_plus_plus: discount per model token
+    gamma: float = 1.0  # reinforce_plus_plus, gae: discount per model token
+    lam: float = 1.0  # gae: lambda
 
     def __post_init__(self) -> None:
         ADVANTAGE_ESTIMATORS.check("estimator", self.estimator)
         check_positive("eps", self.eps, allow_zero=True)
-        if not 0.0 <= self.gamma <= 1.0:
-            raise SpecError(f"must be in [0, 1], got {self.gamma!r}", path="gamma")
+        for key in ("gamma", "lam"):
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                raise SpecError(f"must be in [0, 1], got {getattr(self, key)!r}", path=key)
 
 
 def _baseline(table: pa.Table, baseline: pa.Table | None, node: str) -> np.ndarray | None:
@@ -105,7 +108,7 @@ class Advantage:
     def __init__(self, params: EstimatorParams) -> None:
         self.estimator = ADVANTAGE_ESTIMATORS.get(params.estimator)
         self.name = params.estimator
-        self.config = AdvantageConfig(params.norm_by_std, params.eps, params.gamma)
+        self.config = AdvantageConfig(params.norm_by_std, params.eps, params.gamma, params.lam)
 
     def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
         table = inputs["scored"]
@@ -120,6 +123,7 @@ class Advantage:
             table["prompt_id"].to_numpy(),
             mask,
             _baseline(table, inputs.get("baseline"), ctx.node),
+            aligned(table, "values", lens, width),
         )
         try:
             adv = np.asarray(self.estimator(rows, self.config), dtype=np.float32)

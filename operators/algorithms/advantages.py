@@ -1,5 +1,6 @@
 """Advantage estimators by name (veRL's `adv_estimator`), outcome-reward ones here:
-grpo, dr_grpo, rloo, remax. Token-level ones (REINFORCE++) are in operators.algorithms.reinforce.
+grpo, dr_grpo, rloo, remax. Token-level ones are in operators.algorithms.reinforce (REINFORCE++)
+and operators.algorithms.gae (GAE from a critic's values).
 
 An estimator maps AdvantageInputs and an AdvantageConfig to numpy advantages: shape [rows]
 (one per sequence, broadcast over its tokens by the trainer) or [rows, tokens] (per token,
@@ -24,6 +25,7 @@ class AdvantageInputs:
     groups: np.ndarray  # [rows] prompt id: the n samples of a prompt form a group
     mask: np.ndarray | None = None  # [rows, tokens] 1 on the policy's own response tokens
     baseline: np.ndarray | None = None  # [rows] remax: the reward of the prompt's greedy answer
+    values: np.ndarray | None = None  # [rows, tokens] gae: a critic's value of each token
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,8 @@ class AdvantageConfig:
 
     norm_by_std: bool = True  # grpo: divide by the group's std
     eps: float = 1e-6  # added to every std it divides by
-    gamma: float = 1.0  # reinforce_plus_plus: discount per token
+    gamma: float = 1.0  # reinforce_plus_plus, gae: discount per token
+    lam: float = 1.0  # gae: the bias/variance trade-off lambda
 
 
 class MissingInputError(ValueError):
@@ -41,7 +44,7 @@ class MissingInputError(ValueError):
 
 Estimator = Callable[[AdvantageInputs, AdvantageConfig], np.ndarray]
 ADVANTAGE_ESTIMATORS: AlgorithmRegistry[Estimator] = AlgorithmRegistry(
-    "advantage estimator", modules=("operators.algorithms.reinforce",)
+    "advantage estimator", modules=("operators.algorithms.reinforce", "operators.algorithms.gae")
 )
 
 
