@@ -11,6 +11,7 @@ from operators.rewards.arithmetic import compute_score as arithmetic_score
 from operators.rewards.pass_rate import PASS_RATE
 from operators.sandbox_exec import SANDBOX_PYTHON
 from operators.score import score_operator
+from operators.train.critic import CRITIC, VALUES
 from operators.train.policy_gradient import POLICY_GRADIENT
 from operators.train.reference import REFERENCE_LOGPROBS
 from rldag.registry import register, register_adapter
@@ -26,6 +27,8 @@ for _op in (
     POLICY_GRADIENT,
     REFERENCE_LOGPROBS,
     KL_REWARD,
+    VALUES,
+    CRITIC,
 ):
     register(_op)
 register(score_operator("arithmetic", arithmetic_score))

@@ -18,7 +18,7 @@ import torch
 from rldag.errors import InputError
 
 TOKEN_FIELDS = ("response_ids", "mask", "old_logprobs", "ref_logprobs", "prox_logprobs")
-TOKEN_FIELDS += ("token_advantages",)
+TOKEN_FIELDS += ("token_advantages", "values", "returns")
 
 
 @dataclass
@@ -36,6 +36,8 @@ class PackedBatch:
     ref_logprobs: torch.Tensor | None = None  # [B, R] reference logprobs, when given
     prox_logprobs: torch.Tensor | None = None  # [B, R] current policy before the update
     token_advantages: torch.Tensor | None = None  # [B, R] per-token advantages, when given
+    values: torch.Tensor | None = None  # [B, R] a critic's values at rollout time, when given
+    returns: torch.Tensor | None = None  # [B, R] the critic's targets (set by the critic)
 
     @property
     def rows(self) -> int:
@@ -102,8 +104,8 @@ def aligned(table: pa.Table, name: str, lens: np.ndarray, width: int) -> np.ndar
 
 def pack(table: pa.Table, pad_id: int, device: str = "cpu") -> PackedBatch:
     """Build a PackedBatch from a table with prompt_ids and response_ids, and
-    response_logprobs, advantage, token_advantage, response_mask and ref_logprobs when
-    present (zeros / None otherwise). `response_mask` (1 model token, 0 environment token)
+    response_logprobs, advantage, token_advantage, response_mask, values and ref_logprobs
+    when present (zeros / None otherwise). `response_mask` (1 model token, 0 environment token)
     multiplies the loss mask."""
     prompts, prompt_lens = padded(table["prompt_ids"], pad_id, np.int64)
     if table.num_rows and prompt_lens.min() == 0:
@@ -115,6 +117,7 @@ def pack(table: pa.Table, pad_id: int, device: str = "cpu") -> PackedBatch:
     if response_mask is not None:
         mask = mask * response_mask
     token_advantages = aligned(table, "token_advantage", response_lens, width)
+    values_at_rollout = aligned(table, "values", response_lens, width)
 
     def values(name: str) -> torch.Tensor | None:
         if name not in table.column_names:
@@ -136,7 +139,10 @@ def pack(table: pa.Table, pad_id: int, device: str = "cpu") -> PackedBatch:
         advantages=advantages.to(device),
         group=torch.from_numpy(_groups(prompts, prompt_lens)).to(device),
         ref_logprobs=values("ref_logprobs"),
-        token_advantages=None
-        if token_advantages is None
-        else torch.from_numpy(token_advantages).to(device),
+        token_advantages=_tensor(token_advantages, device),
+        values=_tensor(values_at_rollout, device),
     )
+
+
+def _tensor(values: np.ndarray | None, device: str) -> torch.Tensor | None:
+    return None if values is None else torch.from_numpy(values).to(device)

@@ -13,8 +13,10 @@ group's prompt once (operators.train.prefix_forward) when that saves tokens.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -88,6 +90,7 @@ class PolicyGradientParams:
     tis_cap: float = 2.0
     tis_low: float = 0.0  # mask mode: weights below this are dropped too
     max_staleness: int = -1  # drop rows generated more than k versions ago (-1: keep all)
+    critic_warmup: int = 0  # with a critic: the policy waits for the first N iterations
     precision: Precision = Precision.auto  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16
     device: str = "cpu"
 
@@ -110,6 +113,10 @@ class PolicyGradientParams:
         check_positive("micro_batch_size", self.micro_batch_size, allow_zero=True)
         check_positive("micro_batch_tokens", self.micro_batch_tokens, allow_zero=True)
         check_positive("mini_batch_size", self.mini_batch_size, allow_zero=True)
+        check_positive("critic_warmup", self.critic_warmup, allow_zero=True)
+
+
+TrainerParams = Any  # a params dataclass with the shared trainer fields (PolicyGradientParams)
 
 
 def correction(params: PolicyGradientParams) -> ISConfig | None:
@@ -126,18 +133,29 @@ class PolicyGradientTrainer:
     """Holds the policy, optional frozen reference and the optimizer for the whole run."""
 
     def __init__(self, params: PolicyGradientParams) -> None:
-        self.p = params
-        self.distributed = dist_utils.init_process_group(params.device)
-        self.rank, self.world_size = dist_utils.world()
-        self.model = load_causal_lm(params.model_path, device=params.device)
-        self.model.train()
-        if self.distributed:
-            dist_utils.shard(self.model)
+        self._setup(params, lambda: load_causal_lm(params.model_path, device=params.device))
         self.ref = (
             load_causal_lm(params.model_path, device=params.device).eval()
             if params.kl_coef
             else None
         )
+        self.policy_loss = POLICY_LOSSES.get(params.policy_loss)
+        self.loss_config = PolicyLossConfig(
+            params.clip_ratio_low, params.clip_ratio_high, params.clip_ratio_c, params.loss_agg_mode
+        )
+        self.kl_estimator = KL_ESTIMATORS.get(params.kl_estimator)
+        self.correction = correction(params)
+
+    def _setup(self, params: TrainerParams, build: Callable[[], torch.nn.Module]) -> None:
+        """What every trainer holds: the process group, the (sharded) model being trained,
+        AdamW, the precision and the micro-batching mode."""
+        self.p = params
+        self.distributed = dist_utils.init_process_group(params.device)
+        self.rank, self.world_size = dist_utils.world()
+        self.model = build()
+        self.model.train()
+        if self.distributed:
+            dist_utils.shard(self.model)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=params.lr, weight_decay=params.weight_decay
         )
@@ -149,13 +167,8 @@ class PolicyGradientTrainer:
             precision = "bf16" if self.device_type == "cuda" else "fp32"
         self.bf16 = precision == "bf16"
         self.shared_prefix = params.shared_prefix and supports_shared_prefix(self.model)
-        self.policy_loss = POLICY_LOSSES.get(params.policy_loss)
-        self.loss_config = PolicyLossConfig(
-            params.clip_ratio_low, params.clip_ratio_high, params.clip_ratio_c, params.loss_agg_mode
-        )
         self.aggregation = LOSS_AGGREGATIONS.get(params.loss_agg_mode)
-        self.kl_estimator = KL_ESTIMATORS.get(params.kl_estimator)
-        self.correction = correction(params)
+        self.correction: ISConfig | None = None
 
     def export_weights(self) -> dict[str, torch.Tensor]:
         """The full policy weights (references on one worker; gathered on every rank of a
@@ -292,12 +305,23 @@ class PolicyGradientTrainer:
         }
         return totals | {"tokens": tokens}
 
+    def _prepare(self, batch: PackedBatch, table: pa.Table) -> None:
+        """Per-token inputs of the losses computed before the first update."""
+        if self.correction is not None:
+            batch.prox_logprobs = self._proximal(batch)
+
     def _metrics(self) -> tuple[str, ...]:
         """The metric columns of this trainer's rows (importance sampling's only with it)."""
         return METRICS + (IS_METRICS if self.correction is not None else ())
 
+    def _trains(self, ctx: NodeContext) -> bool:
+        """Whether this iteration updates the policy (not during the critic's warm-up)."""
+        return ctx.iteration >= self.p.critic_warmup
+
     def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
         start = time.perf_counter()
+        if not self._trains(ctx):
+            return self._table([], 0.0)
         table = self._fresh(inputs["batch"])
         if table.num_rows == 0:
             raise ValueError(
@@ -305,8 +329,7 @@ class PolicyGradientTrainer:
                 "or a larger max_staleness"
             )
         batch = pack(table, self.pad_id, self.p.device)
-        if self.correction is not None:
-            batch.prox_logprobs = self._proximal(batch)
+        self._prepare(batch, table)
         total_rows = int(dist_utils.all_reduce([float(batch.rows)])[0])
         steps = -(-total_rows // (self.p.mini_batch_size or total_rows))
         rows: list[dict[str, float]] = []
@@ -321,6 +344,10 @@ class PolicyGradientTrainer:
         tokens_per_s = sum(r["tokens"] for r in rows) / max(seconds, 1e-9)
         if self.rank != 0:
             rows = []  # the group's metrics are reduced: rank 0 reports them once
+        return self._table(rows, tokens_per_s)
+
+    def _table(self, rows: list[dict[str, float]], tokens_per_s: float) -> pa.Table:
+        """The metrics rows, one per optimizer step."""
         return pa.table(
             {
                 "step": pa.array(range(len(rows)), pa.int64()),
