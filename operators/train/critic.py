@@ -99,7 +99,6 @@ class CriticParams:
     micro_batch_tokens: int = 16384
     micro_batch_size: int = 0
     shared_prefix: bool = True
-    max_staleness: int = -1
     precision: Precision = Precision.auto
     device: str = "cpu"
 
@@ -123,7 +122,10 @@ class CriticTrainer(PolicyGradientTrainer):
         self._setup(params, lambda: load_value_model(params.model_path, device=params.device))
 
     def _trains(self, ctx: NodeContext) -> bool:
-        return True
+        return True  # from the first iteration (the policy may wait: critic_warmup)
+
+    def _fresh(self, table: pa.Table) -> pa.Table:
+        return table  # rows carry the policy's version, not the critic's: nothing to drop
 
     def _prepare(self, batch: PackedBatch, table: pa.Table) -> None:
         if batch.values is None:
