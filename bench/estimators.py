@@ -45,7 +45,7 @@ RUNS: dict[str, tuple[str, list[str]]] = {
     ),
     "remax": ("examples/remax.yaml", []),
     "gae (PPO with a critic)": ("examples/ppo_gae.yaml", []),
-    "grpo + gspo, 4 steps": (
+    "grpo + gspo (4 steps)": (
         "pipeline.yaml",
         [
             "nodes.train.params.policy_loss=gspo",
@@ -55,7 +55,7 @@ RUNS: dict[str, tuple[str, list[str]]] = {
             "nodes.train.params.mini_batch_size=64",
         ],
     ),
-    "grpo + cispo, 4 steps": (
+    "grpo + cispo (4 steps)": (
         "pipeline.yaml",
         [
             "nodes.train.params.policy_loss=cispo",
@@ -64,8 +64,8 @@ RUNS: dict[str, tuple[str, list[str]]] = {
             "nodes.train.params.mini_batch_size=64",
         ],
     ),
-    "grpo + ppo, 4 steps": ("pipeline.yaml", ["nodes.train.params.mini_batch_size=64"]),
-    "grpo + tis token, 4 steps": (
+    "grpo + ppo (4 steps)": ("pipeline.yaml", ["nodes.train.params.mini_batch_size=64"]),
+    "grpo + tis token (4 steps)": (
         "pipeline.yaml",
         ["nodes.train.params.tis=token", "nodes.train.params.mini_batch_size=64"],
     ),
@@ -76,7 +76,9 @@ def run(pipeline: str, overrides: list[str], iterations: int, storage: Path) -> 
     """One `rldag run`; its metrics rows."""
     command = [sys.executable, "-m", "rldag.cli", "run", pipeline, f"iterations={iterations}"]
     command += [f"storage.uri={storage}", *overrides]
-    subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
     (metrics,) = storage.glob("*/metrics.parquet")
     return pq.read_table(metrics).to_pylist()
 
