@@ -224,7 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.fn(args)
     except InputError as err:
-        err_console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
+        message = escape(str(err))  # "[a, b]" in a message is text, not rich markup
+        err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/yellow]")

@@ -3,7 +3,7 @@
 Importing this package registers them (it is the `rldag.operators` entry point).
 """
 
-from operators.advantage import GRPO_ADVANTAGE
+from operators.advantage import ADVANTAGE, GRPO_ADVANTAGE
 from operators.data.dataset import DATASET
 from operators.data.hf_dataset import HF_DATASET
 from operators.dynamic_sampling import DYNAMIC_SAMPLING
@@ -14,6 +14,7 @@ from operators.rewards.arithmetic import compute_score as arithmetic_score
 from operators.rewards.pass_rate import PASS_RATE
 from operators.sandbox_exec import SANDBOX_PYTHON
 from operators.score import score_operator
+from operators.train.critic import CRITIC, VALUES
 from operators.train.policy_gradient import POLICY_GRADIENT
 from operators.train.reference import REFERENCE_LOGPROBS
 from rldag.registry import register, register_adapter
@@ -26,11 +27,14 @@ for _op in (
     SANDBOX_PYTHON,
     PASS_RATE,
     GRPO_ADVANTAGE,
+    ADVANTAGE,
     POLICY_GRADIENT,
     REFERENCE_LOGPROBS,
     KL_REWARD,
     DYNAMIC_SAMPLING,
     OVERLONG_PENALTY,
+    VALUES,
+    CRITIC,
 ):
     register(_op)
 register(score_operator("arithmetic", arithmetic_score))

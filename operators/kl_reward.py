@@ -1,5 +1,6 @@
 """`kl_reward` transform: KL to the reference in the reward (veRL's in-reward KL penalty):
-reward <- reward - kl_coef * sum_t kl_t(behaviour || reference), before the advantage."""
+reward <- reward - kl_coef * sum_t kl_t(behaviour || reference), before the advantage.
+The sum runs over the model's own tokens (`response_mask` 1, when that column exists)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,26 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from operators.algorithms.kl import KL_ESTIMATORS
 from operators.reward_shaping import with_shaped_reward
-from operators.train.loss import kl_penalty
-from operators.train.policy_gradient import KL_ESTIMATORS
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import col, columns
-from rldag.spec import NodeKind, check_choice, check_positive
+from rldag.spec import NodeKind, check_positive
 
 
-def sequence_kl(logp: list[list[float]], ref_logp: list[list[float]], kind: str) -> np.ndarray:
-    """Per-sequence sum of the per-token KL estimate."""
+def sequence_kl(
+    logp: list[list[float]],
+    ref_logp: list[list[float]],
+    kind: str,
+    masks: list[list[int]] | None = None,
+) -> np.ndarray:
+    """Per-sequence sum of the per-token KL estimate (over tokens whose mask is 1)."""
+    estimator = KL_ESTIMATORS.get(kind)
+    masks = masks if masks is not None else [[1] * len(a) for a in logp]
     return np.array(
         [
-            float(kl_penalty(torch.tensor(a), torch.tensor(b), kind).sum())
-            for a, b in zip(logp, ref_logp, strict=True)
+            float((estimator(torch.tensor(a), torch.tensor(b)) * torch.tensor(m)).sum())
+            for a, b, m in zip(logp, ref_logp, masks, strict=True)
         ],
         dtype=np.float32,
     )
@@ -37,7 +44,7 @@ class KLRewardParams:
 
     def __post_init__(self) -> None:
         check_positive("kl_coef", self.kl_coef, allow_zero=True)
-        check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+        KL_ESTIMATORS.check("kl_estimator", self.kl_estimator)
 
 
 class KLReward:
@@ -52,6 +59,7 @@ class KLReward:
             table["response_logprobs"].to_pylist(),
             table["ref_logprobs"].to_pylist(),
             self.p.kl_estimator,
+            table["response_mask"].to_pylist() if "response_mask" in table.column_names else None,
         )
         reward = table["reward"].to_numpy() - self.p.kl_coef * kl
         return with_shaped_reward(table, reward, "kl", kl)

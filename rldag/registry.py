@@ -49,7 +49,7 @@ def operator_names() -> list[str]:
     return sorted(_OPERATORS)
 
 
-def _import_target(path: str) -> Any:
+def import_target(path: str) -> Any:
     """Import `module:attr` with the working directory importable, as `python -m` does."""
     module_name, _, attr = path.partition(":")
     if os.getcwd() not in sys.path:
@@ -75,7 +75,7 @@ def resolve(op: str, kind: NodeKind) -> OperatorDef:
             raise GraphError(f"unknown operator '{op}' for kind {kind.value} (known: {known})")
         found = _OPERATORS[op]
     else:
-        target = _import_target(op)
+        target = import_target(op)
         if isinstance(target, OperatorDef):
             found = target
         elif callable(target) and kind in _ADAPTERS:

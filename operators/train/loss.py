@@ -9,6 +9,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from operators.algorithms.aggregation import LOSS_AGGREGATIONS, masked_mean
+from operators.algorithms.kl import KL_ESTIMATORS
+
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0):
     """log p(token) under softmax(logits / temperature), gathered at `tokens`."""
@@ -22,25 +25,10 @@ def entropy_from_logits(logits: torch.Tensor, temperature: float = 1.0) -> torch
     return -(logp.exp() * logp).sum(-1)
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean over the positions where mask is 1 (0 when the mask is empty)."""
-    return (values * mask).sum() / mask.sum().clamp_min(1)
-
-
 def aggregate(losses: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean") -> torch.Tensor:
-    """Reduce per-token losses to a scalar.
-
-    token-mean: over all response tokens of the batch; seq-mean-token-sum: sum per sequence,
-    mean over sequences; seq-mean-token-mean: mean per sequence, then over sequences.
-    """
-    if mode == "token-mean":
-        return masked_mean(losses, mask)
-    per_seq = (losses * mask).sum(-1)
-    if mode == "seq-mean-token-mean":
-        per_seq = per_seq / mask.sum(-1).clamp_min(1)
-    elif mode != "seq-mean-token-sum":
-        raise ValueError(f"unknown loss_agg_mode {mode!r}")
-    return per_seq.mean()
+    """Reduce per-token losses to a scalar with a registered `loss_agg_mode`
+    (operators.algorithms.aggregation): token-mean, seq-mean-token-sum, seq-mean-token-mean."""
+    return LOSS_AGGREGATIONS.get(mode)(losses, mask)
 
 
 def ppo_clip_loss(
@@ -80,20 +68,17 @@ def behaviour_weights(
     proximal_logp: torch.Tensor, behaviour_logp: torch.Tensor, cap: float
 ) -> torch.Tensor:
     """Decoupled PPO's truncated importance weights pi_prox / pi_behav per token (AReaL):
-    correct for rows sampled by an older policy version; capped at `cap`."""
-    return (proximal_logp - behaviour_logp).clamp(max=20.0).exp().clamp(max=cap)
+    correct for rows sampled by an older policy version; capped at `cap` (the token level,
+    truncate mode of operators.algorithms.importance)."""
+    return capped_ratio(proximal_logp - behaviour_logp, cap)
+
+
+def capped_ratio(log_ratio: torch.Tensor, cap: float) -> torch.Tensor:
+    """exp(log_ratio), truncated at `cap` (the log ratio is clamped at 20 first)."""
+    return log_ratio.clamp(max=20.0).exp().clamp(max=cap)
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") -> torch.Tensor:
-    """Per-token KL(policy || reference) estimate: k1, abs, k2 (mse) or k3 (low variance)."""
-    log_ratio = logp - ref_logp
-    if kind == "k1":
-        return log_ratio
-    if kind == "abs":
-        return log_ratio.abs()
-    if kind in ("k2", "mse"):
-        return 0.5 * log_ratio.square()
-    if kind in ("k3", "low_var_kl"):
-        neg = (-log_ratio).clamp(-20.0, 20.0)
-        return (neg.exp() - neg - 1.0).clamp(-10.0, 10.0)
-    raise ValueError(f"unknown kl estimator {kind!r}")
+    """Per-token KL(policy || reference) estimate by a registered estimator name
+    (operators.algorithms.kl): k1, abs, k2 (mse) or k3 (low_var_kl)."""
+    return KL_ESTIMATORS.get(kind)(logp, ref_logp)

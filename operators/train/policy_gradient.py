@@ -1,8 +1,11 @@
-"""`policy_gradient` train operator: GRPO / PPO-clip updates of an HF causal LM.
+"""`policy_gradient` train operator: policy-gradient updates of an HF causal LM.
 
-Consumes rollouts with advantages, runs `epochs` passes of mini-batch AdamW steps (gradient
-accumulation over micro-batches, token-mean by default), and emits one metrics row per
-optimizer step. It owns the policy weights and their version (the weights edge's source).
+The policy loss, loss aggregation and KL estimator are picked by name from
+operators.algorithms (PPO clip by default). Consumes rollouts with advantages (per sequence,
+or `token_advantage` per token; `response_mask` 0 drops environment tokens), runs `epochs`
+passes of mini-batch AdamW steps (gradient accumulation over micro-batches, token-mean by
+default), and emits one metrics row per optimizer step. It owns the policy weights and
+their version (the weights edge's source).
 Micro-batches hold rows of similar length up to a padded-token budget, and run each GRPO
 group's prompt once (operators.train.prefix_forward) when that saves tokens.
 """
@@ -10,7 +13,10 @@ group's prompt once (operators.train.prefix_forward) when that saves tokens.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -18,27 +24,36 @@ import pyarrow.compute as pc
 import torch
 from omegaconf import MISSING
 
+from operators.algorithms.aggregation import LOSS_AGGREGATIONS, Unit
+from operators.algorithms.importance import ISConfig, ISLevel, ISMode, importance_weights
+from operators.algorithms.kl import KL_ESTIMATORS
+from operators.algorithms.policy_losses import POLICY_LOSSES, PolicyLossConfig
 from operators.hf import load_causal_lm
 from operators.train import checkpoint
 from operators.train import distributed as dist_utils
 from operators.train.batch import PackedBatch, pack
-from operators.train.loss import (
-    aggregate,
-    behaviour_weights,
-    entropy_from_logits,
-    kl_penalty,
-    masked_mean,
-    ppo_clip_loss,
-    token_logprobs,
-)
+from operators.train.loss import entropy_from_logits, masked_mean, token_logprobs
 from operators.train.micro_batches import plan_micro_batches
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
+from rldag.errors import SpecError
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import col, columns
-from rldag.spec import NodeKind, check_choice, check_positive
+from rldag.spec import NodeKind, check_positive
 
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
-KL_ESTIMATORS = ("k1", "k2", "k3", "abs", "mse", "low_var_kl")
+
+class OffPolicy(StrEnum):
+    """How the trainer treats rows sampled by an older policy."""
+
+    none = "none"  # the PPO ratio is taken against the rollout's log-probs
+    decoupled = "decoupled"  # against the trainer's own, IS-weighted (tokens, min(w, is_cap))
+
+
+class Precision(StrEnum):
+    """Forward/backward precision: bf16 autocast on GPU and fp32 on CPU for `auto`."""
+
+    auto = "auto"
+    fp32 = "fp32"
+    bf16 = "bf16"
 
 
 @dataclass
@@ -53,6 +68,7 @@ class PolicyGradientParams:
     clip_ratio_low: float = 0.2
     clip_ratio_high: float = 0.2
     clip_ratio_c: float | None = None  # dual-clip bound for negative advantages (e.g. 3.0)
+    policy_loss: str = "ppo"  # ppo | gspo | cispo | module:function (operators.algorithms)
     loss_agg_mode: str = "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean
     epochs: int = 1  # passes over each iteration's batch
     mini_batch_size: int = 0  # sequences per optimizer step; 0 = the whole batch
@@ -65,42 +81,81 @@ class PolicyGradientParams:
     kl_coef: float = 0.0  # KL to the initial policy as a loss term; 0 = no reference model
     kl_estimator: str = "k3"  # k1 | k2 (mse) | k3 (low_var_kl) | abs
     entropy_coef: float = 0.0  # bonus on token entropy
-    off_policy: str = "none"  # decoupled: clip against the current policy, IS-correct to behaviour
+    off_policy: OffPolicy = OffPolicy.none  # decoupled: clip against the trainer's own logprobs
     is_cap: float = 5.0  # decoupled: cap of the behaviour importance weight
+    # Truncated importance sampling between the rollout's and the trainer's log-probs
+    # (operators.algorithms.importance): the ratio is taken against the trainer's own.
+    tis: ISLevel = ISLevel.none  # none | token | sequence | geometric
+    tis_mode: ISMode = ISMode.truncate  # truncate: min(w, tis_cap); mask: 0 outside the bound
+    tis_cap: float = 2.0
+    tis_low: float = 0.0  # mask mode: weights below this are dropped too
     max_staleness: int = -1  # drop rows generated more than k versions ago (-1: keep all)
-    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 (autocast)
+    critic_warmup: int = 0  # with a critic: the policy waits for the first N iterations
+    precision: Precision = Precision.auto  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        check_choice("loss_agg_mode", self.loss_agg_mode, LOSS_AGG_MODES)
-        check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
-        check_choice("off_policy", self.off_policy, ("none", "decoupled"))
-        check_choice("precision", self.precision, ("auto", "fp32", "bf16"))
+        POLICY_LOSSES.check("policy_loss", self.policy_loss)
+        LOSS_AGGREGATIONS.check("loss_agg_mode", self.loss_agg_mode)
+        KL_ESTIMATORS.check("kl_estimator", self.kl_estimator)
+        if self.tis != ISLevel.none and self.off_policy == OffPolicy.decoupled:
+            raise SpecError(
+                "off_policy: decoupled already weights tokens by min(ratio, is_cap); "
+                "use one of tis and off_policy",
+                path="tis",
+            )
         check_positive("is_cap", self.is_cap)
+        check_positive("tis_cap", self.tis_cap)
+        check_positive("tis_low", self.tis_low, allow_zero=True)
         check_positive("lr", self.lr)
         check_positive("temperature", self.temperature)
         check_positive("epochs", self.epochs)
         check_positive("micro_batch_size", self.micro_batch_size, allow_zero=True)
         check_positive("micro_batch_tokens", self.micro_batch_tokens, allow_zero=True)
         check_positive("mini_batch_size", self.mini_batch_size, allow_zero=True)
+        check_positive("critic_warmup", self.critic_warmup, allow_zero=True)
+
+
+TrainerParams = Any  # a params dataclass with the shared trainer fields (PolicyGradientParams)
+
+
+def correction(params: PolicyGradientParams) -> ISConfig | None:
+    """The importance sampling the params ask for: `tis`, decoupled PPO's token weights
+    capped at `is_cap`, or none (the ratio is taken against the rollout's log-probs)."""
+    if params.tis != ISLevel.none:
+        return ISConfig(params.tis, params.tis_mode, params.tis_cap, params.tis_low)
+    if params.off_policy == OffPolicy.decoupled:
+        return ISConfig(ISLevel.token, ISMode.truncate, params.is_cap)
+    return None
 
 
 class PolicyGradientTrainer:
     """Holds the policy, optional frozen reference and the optimizer for the whole run."""
 
     def __init__(self, params: PolicyGradientParams) -> None:
-        self.p = params
-        self.distributed = dist_utils.init_process_group(params.device)
-        self.rank, self.world_size = dist_utils.world()
-        self.model = load_causal_lm(params.model_path, device=params.device)
-        self.model.train()
-        if self.distributed:
-            dist_utils.shard(self.model)
+        self._setup(params, lambda: load_causal_lm(params.model_path, device=params.device))
         self.ref = (
             load_causal_lm(params.model_path, device=params.device).eval()
             if params.kl_coef
             else None
         )
+        self.policy_loss = POLICY_LOSSES.get(params.policy_loss)
+        self.loss_config = PolicyLossConfig(
+            params.clip_ratio_low, params.clip_ratio_high, params.clip_ratio_c, params.loss_agg_mode
+        )
+        self.kl_estimator = KL_ESTIMATORS.get(params.kl_estimator)
+        self.correction = correction(params)
+
+    def _setup(self, params: TrainerParams, build: Callable[[], torch.nn.Module]) -> None:
+        """What every trainer holds: the process group, the (sharded) model being trained,
+        AdamW, the precision and the micro-batching mode."""
+        self.p = params
+        self.distributed = dist_utils.init_process_group(params.device)
+        self.rank, self.world_size = dist_utils.world()
+        self.model = build()
+        self.model.train()
+        if self.distributed:
+            dist_utils.shard(self.model)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=params.lr, weight_decay=params.weight_decay
         )
@@ -112,6 +167,8 @@ class PolicyGradientTrainer:
             precision = "bf16" if self.device_type == "cuda" else "fp32"
         self.bf16 = precision == "bf16"
         self.shared_prefix = params.shared_prefix and supports_shared_prefix(self.model)
+        self.aggregation = LOSS_AGGREGATIONS.get(params.loss_agg_mode)
+        self.correction: ISConfig | None = None
 
     def export_weights(self) -> dict[str, torch.Tensor]:
         """The full policy weights (references on one worker; gathered on every rank of a
@@ -153,32 +210,29 @@ class PolicyGradientTrainer:
         p = self.p
         logits = self._forward(mb, shared)
         logp = token_logprobs(logits, mb.response_ids, p.temperature)
-        adv = mb.advantages.unsqueeze(-1) * mb.mask
-        old, weights = mb.old_logprobs, None
-        if mb.prox_logprobs is not None:  # decoupled PPO
+        per_token = mb.token_advantages
+        if per_token is None:  # one advantage per sequence
+            per_token = mb.advantages.unsqueeze(-1)
+        adv = per_token * mb.mask
+        old, weights, is_stats = mb.old_logprobs, None, {}
+        if mb.prox_logprobs is not None:  # the ratio against the trainer's own log-probs
             old = mb.prox_logprobs
-            weights = behaviour_weights(mb.prox_logprobs, mb.old_logprobs, p.is_cap)
-        pg_loss, clipfrac, approx_kl = ppo_clip_loss(
-            logp,
-            old,
-            adv,
-            mb.mask,
-            clip_ratio_low=p.clip_ratio_low,
-            clip_ratio_high=p.clip_ratio_high,
-            clip_ratio_c=p.clip_ratio_c,
-            loss_agg_mode=p.loss_agg_mode,
-            weights=weights,
+            weights, is_stats = importance_weights(
+                mb.prox_logprobs, mb.old_logprobs, mb.mask, self.correction
+            )
+        pg_loss, clipfrac, approx_kl = self.policy_loss(
+            logp, old, adv, mb.mask, self.loss_config, weights
         )
-        entropy = aggregate(entropy_from_logits(logits, p.temperature), mb.mask, p.loss_agg_mode)
+        entropy = self.aggregation(entropy_from_logits(logits, p.temperature), mb.mask)
         loss = pg_loss - p.entropy_coef * entropy
         kl = torch.zeros(())
         ref_logp = self._ref_logprobs(mb, shared) if p.kl_coef else None
         if ref_logp is not None:
-            kl = aggregate(kl_penalty(logp, ref_logp, p.kl_estimator), mb.mask, p.loss_agg_mode)
+            kl = self.aggregation(self.kl_estimator(logp, ref_logp), mb.mask)
             loss = loss + p.kl_coef * kl
         (loss * scale).backward()
         stats = {"loss": loss, "pg_loss": pg_loss, "pg_clipfrac": clipfrac}
-        stats |= {"approx_kl": approx_kl, "entropy": entropy, "kl": kl}
+        stats |= {"approx_kl": approx_kl, "entropy": entropy, "kl": kl} | is_stats
         stats["mean_logprob"] = masked_mean(logp.detach(), mb.mask)
         return {k: float(v.detach()) * scale for k, v in stats.items()}
 
@@ -194,7 +248,7 @@ class PolicyGradientTrainer:
         plans = {
             m: plan_micro_batches(batch, p.micro_batch_tokens, p.micro_batch_size, m) for m in modes
         }
-        local = [float(batch.response_lens.sum()), float(batch.rows)]
+        local = [float(batch.mask.sum()), float(batch.rows)]
         local += [float(plans[m][1]) for m in modes]
         tokens, rows, *cost = dist_utils.all_reduce(local if live else [0.0] * len(local))
         shared = len(cost) == 2 and cost[1] < cost[0]
@@ -234,8 +288,8 @@ class PolicyGradientTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         for index, live_rows in micro:
             mb = batch.select(index)
-            share = float(mb.response_lens.sum()) / max(tokens, 1.0)
-            if self.p.loss_agg_mode != "token-mean":
+            share = float(mb.mask.sum()) / max(tokens, 1.0)
+            if self.aggregation.unit == Unit.sequence:
                 share = mb.rows / max(rows, 1.0)
             scale = share * self.world_size if live_rows else 0.0
             for k, v in self._micro_loss(mb, scale, shared).items():
@@ -251,8 +305,23 @@ class PolicyGradientTrainer:
         }
         return totals | {"tokens": tokens}
 
+    def _prepare(self, batch: PackedBatch, table: pa.Table) -> None:
+        """Per-token inputs of the losses computed before the first update."""
+        if self.correction is not None:
+            batch.prox_logprobs = self._proximal(batch)
+
+    def _metrics(self) -> tuple[str, ...]:
+        """The metric columns of this trainer's rows (importance sampling's only with it)."""
+        return METRICS + (IS_METRICS if self.correction is not None else ())
+
+    def _trains(self, ctx: NodeContext) -> bool:
+        """Whether this iteration updates the policy (not during the critic's warm-up)."""
+        return ctx.iteration >= self.p.critic_warmup
+
     def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
         start = time.perf_counter()
+        if not self._trains(ctx):
+            return self._table([], 0.0)
         table = self._fresh(inputs["batch"])
         if table.num_rows == 0:
             raise ValueError(
@@ -260,8 +329,7 @@ class PolicyGradientTrainer:
                 "or a larger max_staleness"
             )
         batch = pack(table, self.pad_id, self.p.device)
-        if self.p.off_policy == "decoupled":
-            batch.prox_logprobs = self._proximal(batch)
+        self._prepare(batch, table)
         total_rows = int(dist_utils.all_reduce([float(batch.rows)])[0])
         steps = -(-total_rows // (self.p.mini_batch_size or total_rows))
         rows: list[dict[str, float]] = []
@@ -276,11 +344,15 @@ class PolicyGradientTrainer:
         tokens_per_s = sum(r["tokens"] for r in rows) / max(seconds, 1e-9)
         if self.rank != 0:
             rows = []  # the group's metrics are reduced: rank 0 reports them once
+        return self._table(rows, tokens_per_s)
+
+    def _table(self, rows: list[dict[str, float]], tokens_per_s: float) -> pa.Table:
+        """The metrics rows, one per optimizer step."""
         return pa.table(
             {
                 "step": pa.array(range(len(rows)), pa.int64()),
                 "policy_version": pa.array([self.policy_version] * len(rows), pa.int64()),
-                **{k: pa.array([r[k] for r in rows], pa.float32()) for k in METRICS},
+                **{k: pa.array([r[k] for r in rows], pa.float32()) for k in self._metrics()},
                 "tokens_per_s": pa.array([tokens_per_s] * len(rows), pa.float32()),
             }
         )
@@ -288,6 +360,8 @@ class PolicyGradientTrainer:
 
 METRICS = ("loss", "pg_loss", "pg_clipfrac", "approx_kl", "entropy", "kl", "mean_logprob")
 METRICS += ("grad_norm", "lr", "tokens")
+# With `tis` or decoupled PPO (extra columns of the metrics rows, not declared ports):
+IS_METRICS = ("is_mismatch_kl", "is_mismatch_k3", "is_capped_frac", "is_weight_mean")
 
 POLICY_GRADIENT = OperatorDef(
     name="policy_gradient",
@@ -305,5 +379,5 @@ POLICY_GRADIENT = OperatorDef(
     stateful=True,
     checkpointable=True,
     dispatch="balanced",
-    description="GRPO/PPO-clip policy-gradient trainer (AdamW, grad clip, optional KL).",
+    description="Policy-gradient trainer: ppo/gspo/cispo by name, KL, TIS (AdamW, grad clip).",
 )

@@ -10,7 +10,7 @@ import torch
 from omegaconf import MISSING
 
 from operators.hf import load_causal_lm
-from operators.train.batch import pack
+from operators.train.batch import PackedBatch, pack
 from operators.train.loss import token_logprobs
 from operators.train.micro_batches import plan_micro_batches
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
@@ -39,11 +39,21 @@ class ReferenceParams:
 class ReferencePolicy:
     """Scores each response under the frozen reference model."""
 
+    column = "ref_logprobs"  # the per-token column it adds
+
     def __init__(self, params: ReferenceParams) -> None:
         self.p = params
-        self.model = load_causal_lm(params.model_path, device=params.device).eval()
+        self.model = self._load()
         self.pad_id = self.model.config.pad_token_id or 0
         self.shared_prefix = params.shared_prefix and supports_shared_prefix(self.model)
+
+    def _load(self) -> torch.nn.Module:
+        return load_causal_lm(self.p.model_path, device=self.p.device).eval()
+
+    def _score(self, mb: PackedBatch, shared: bool) -> torch.Tensor:
+        """[rows, response tokens] values of a micro-batch."""
+        logits = response_logits(self.model, mb, self.pad_id, shared)
+        return token_logprobs(logits, mb.response_ids, self.p.temperature)
 
     def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
         table = inputs["rollouts"]
@@ -59,12 +69,11 @@ class ReferencePolicy:
         with torch.no_grad():
             for index in micro:
                 mb = batch.select(index)
-                logits = response_logits(self.model, mb, self.pad_id, shared)
-                logp = token_logprobs(logits, mb.response_ids, p.temperature)
+                scores = self._score(mb, shared)
                 lens = mb.response_lens.tolist()
-                for row, values, n in zip(index.tolist(), logp.tolist(), lens, strict=True):
+                for row, values, n in zip(index.tolist(), scores.tolist(), lens, strict=True):
                     out[row] = values[:n]
-        return table.append_column("ref_logprobs", pa.array(out, pa.list_(pa.float32())))
+        return table.append_column(self.column, pa.array(out, pa.list_(pa.float32())))
 
 
 REFERENCE_LOGPROBS = OperatorDef(
