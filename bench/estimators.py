@@ -74,7 +74,7 @@ RUNS: dict[str, tuple[str, list[str]]] = {
 
 def run(pipeline: str, overrides: list[str], iterations: int, storage: Path) -> list[dict]:
     """One `rldag run`; its metrics rows."""
-    command = [sys.executable, "-m", "rldag.cli", "run", pipeline, f"iterations={iterations}"]
+    command = [sys.executable, "-m", "flows.cli", "run", pipeline, f"iterations={iterations}"]
     command += [f"storage.uri={storage}", *overrides]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:

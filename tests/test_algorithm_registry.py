@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rldag.cli import main
 
+from flows.cli import main
 from operators.advantage import EstimatorParams
 from operators.algorithms.advantages import ADVANTAGE_ESTIMATORS
 from operators.algorithms.aggregation import LOSS_AGGREGATIONS, Unit

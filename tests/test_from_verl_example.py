@@ -7,8 +7,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from rldag.cli import main
-
+from flows.cli import main
 from rldag.registry import resolve
 from rldag.spec import NodeKind
 

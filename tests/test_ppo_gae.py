@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rldag import checkpoints
+from rldag.driver import InlineLauncher, drive
 from rldag.graph import build_graph
 from rldag.run import Run
 from rldag.spec import load_pipeline
@@ -30,12 +31,9 @@ def overrides(tiny_task: Path, storage: Path, *extra: str) -> list[str]:
 
 
 def iterate(run: Run, start: int, stop: int) -> None:
-    """Iterations [start, stop) node by node, checkpointing when due (as the flow does)."""
-    for i in range(start, stop):
-        for name in run.graph.order:
-            run.execute_node(i, name)
-        run.finish_iteration(i, 0.0)
-        checkpoints.save_if_due(run, i)
+    """Iterations [start, stop) through the driver both drivers share (checkpoints when
+    due), then the run is closed."""
+    drive(run, InlineLauncher(run), start, stop)
 
 
 def test_ppo_with_gae_learns_the_default_task(tiny_task, tmp_path):
@@ -62,17 +60,14 @@ def test_a_stopped_ppo_run_resumes_identically(tiny_task, tmp_path):
     graph = build_graph(loaded)
     first = Run.start(loaded, graph)
     iterate(first, 0, 3)  # checkpoints after iteration 1; iteration 2 is lost
-    first.close()
     resumed = Run.start(loaded, graph, run_id=first.run_id)
     start = checkpoints.resume(resumed)
     assert start == 2
     iterate(resumed, start, 4)
-    resumed.close()
 
     reference = load_pipeline(EXAMPLE, overrides(tiny_task, tmp_path / "ref", *extra))
     whole = Run.start(reference, build_graph(reference))
     iterate(whole, 0, 4)
-    whole.close()
     for i in range(4):
         for node in ("values", "advantage", "critic", "train"):
             got = pq.read_table(Path(resumed.uri) / f"iter={i}" / f"{node}.parquet")
@@ -92,7 +87,7 @@ def test_a_killed_ppo_run_resumes_identically(tiny_task, tmp_path):
     from tests.test_resume import _wait_for_checkpoint
 
     def command(storage: Path, *extra: str) -> list[str]:
-        args = [sys.executable, "-m", "rldag.cli", "run", str(EXAMPLE)]
+        args = [sys.executable, "-m", "flows.cli", "run", str(EXAMPLE)]
         args += overrides(tiny_task, storage, "iterations=6", "checkpoint.every=2")[1:]
         args += ["nodes.prompts.params.batch_size=8", "nodes.generate.params.n=4"]
         return args + ["nodes.train.params.critic_warmup=1", *extra]

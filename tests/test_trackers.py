@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from rldag.cli import main
 
-from rldag.run import add_listener
+from flows.cli import main
+from rldag.events import IterationFinished, add_listener
 from rldag.trackers.fanout import TrackerWarning
 from tests.tracker_servers import MlflowServer, TcpProxy, wandb_records
 
@@ -177,8 +177,8 @@ def test_a_tracker_whose_server_dies_mid_run_only_warns(
             return []
         return sorted(m.step for m in direct.get_metric_history(runs[0].info.run_id, "reward/mean"))
 
-    def cut_after_first_iteration(event: str, run, *args) -> None:
-        if event == "iteration" and args[0] == 1:
+    def cut_after_first_iteration(event: object) -> None:
+        if isinstance(event, IterationFinished) and event.iteration == 1:
             deadline = time.monotonic() + 60
             while logged_iterations() != [0] and time.monotonic() < deadline:
                 time.sleep(0.2)  # the trackers log in the background: let iteration 0 land
