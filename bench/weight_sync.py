@@ -1,8 +1,11 @@
-"""Weight sync train -> rollout: seconds per iteration of rldag's weights edge, colocated
-(in-process copy inside the hybrid worker) and split (object store broadcast to the rollout
-worker), vs. a raw in-process `state_dict()` copy of the same model, in one run.
+"""Weight sync train -> rollout: seconds of one `RayPools.sync_weights` (rldag's weights
+edge: version check, export, load on the rollout worker), colocated (in-process copy inside
+the hybrid worker) and split (through Ray's object store, and as a bucketed broadcast over
+the weight group: `weights.transport`), vs. a raw in-process `state_dict()` copy of the
+same model. Measured in interleaved rounds, one of each per round (medians), so other work
+on the machine weighs on all four alike.
 
-    .venv/bin/python bench/weight_sync.py [--hidden 512] [--layers 6] [--iterations 4]
+    .venv/bin/python bench/weight_sync.py [--hidden 512] [--layers 6] [--rounds 10]
 """
 
 from __future__ import annotations
@@ -13,16 +16,20 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
 from operators.tiny_task import build_tiny_task
-from rldag.graph import build_graph
-from rldag.run import Run
+from rldag.graph import Node, build_graph
+from rldag.ray_pools import RayPools, start_pools
 from rldag.spec import load_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
+EDGES = {  # label -> weights.transport on split pools (None: colocated)
+    "rldag colocated (hybrid worker)": None,
+    "rldag split (object store)": "object_store",
+    "rldag split (broadcast group)": "collective",
+}
 
 
 def build_model(out: Path, hidden: int, layers: int) -> Path:
@@ -47,60 +54,72 @@ def build_model(out: Path, hidden: int, layers: int) -> Path:
     return out
 
 
-def raw_copy_seconds(path: Path, repeat: int = 5) -> tuple[float, int]:
-    """Best time of `dst.load_state_dict(src.state_dict())` between two in-memory copies."""
-    src, dst = (AutoModelForCausalLM.from_pretrained(path) for _ in range(2))
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        dst.load_state_dict(src.state_dict())
-        best = min(best, time.perf_counter() - start)
-    return best, sum(p.numel() for p in src.parameters())
+def raw_copy_seconds(src: torch.nn.Module, dst: torch.nn.Module) -> float:
+    """One `dst.load_state_dict(src.state_dict())` between two in-memory models."""
+    start = time.perf_counter()
+    dst.load_state_dict(src.state_dict())
+    return time.perf_counter() - start
 
 
-def rldag_sync_seconds(
-    model: Path, data: Path, storage: Path, iterations: int, colocate: bool
-) -> float:
-    overrides = [
-        f"model.path={model}",
-        f"nodes.prompts.params.path={data}",
-        f"storage.uri={storage}",
-        f"iterations={iterations}",
-        "nodes.prompts.params.batch_size=8",
-        "nodes.generate.params.n=2",
-        "checkpoint.export_hf=false",
-    ]
-    if not colocate:
-        overrides.append("pools.colocate=[]")
+def weights_edge(model: Path, data: Path, transport: str | None) -> tuple[RayPools, Node, Node]:
+    """Pools for the default pipeline on `model`, their train and generate nodes, and a
+    trainer one version ahead (its own weights loaded back as version 1)."""
+    import ray
+
+    overrides = [f"model.path={model}", f"nodes.prompts.params.path={data}", "ray.num_cpus=6"]
+    if transport is not None:
+        overrides += ["pools.colocate=[]", f"weights.transport={transport}"]
     loaded = load_pipeline(ROOT / "pipeline.yaml", overrides)
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline(iterations)
-    metrics = pq.read_table(Path(run.uri) / "metrics.parquet").to_pylist()
-    return statistics.median(m["timing_s/weight_sync"] for m in metrics[1:])
+    graph = build_graph(loaded)
+    runner = start_pools(loaded.spec, graph)
+    assert isinstance(runner, RayPools)
+    train, generate = graph.nodes["train"], graph.nodes["generate"]
+    trainer = _worker(runner, train)
+    ray.get(trainer.load_weights.remote(train, trainer.export_weights.remote(train), 1))
+    return runner, train, generate
+
+
+def _worker(runner: RayPools, node: Node):
+    return runner.workers(runner.placement.group_of(node.name).name)[0]
+
+
+def sync_seconds(runner: RayPools, train: Node, generate: Node) -> float:
+    """One sync of version 1 into a rollout engine set back to version 0 (its weights stay:
+    an empty dict loads nothing)."""
+    import ray
+
+    ray.get(_worker(runner, generate).load_weights.remote(generate, {}, 0))
+    version, seconds = runner.sync_weights(train, generate)
+    assert version == 1 and seconds > 0
+    return seconds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--layers", type=int, default=6)
-    parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp())
     model = build_model(tmp / "model", args.hidden, args.layers)
     data = ROOT / ".cache" / "tiny" / "train.parquet"
-    raw, params = raw_copy_seconds(model)
-    colocated = rldag_sync_seconds(model, data, tmp / "runs", args.iterations, colocate=True)
-    split = rldag_sync_seconds(model, data, tmp / "runs", args.iterations, colocate=False)
+    src, dst = (AutoModelForCausalLM.from_pretrained(model) for _ in range(2))
+    edges = {label: weights_edge(model, data, t) for label, t in EDGES.items()}
+    samples: dict[str, list[float]] = {"raw": [], **{label: [] for label in edges}}
+    for _ in range(args.rounds + 1):  # round 0 warms up (and forms the broadcast group)
+        samples["raw"].append(raw_copy_seconds(src, dst))
+        for label, edge in edges.items():
+            samples[label].append(sync_seconds(*edge))
+    for runner, *_ in edges.values():
+        runner.close()
+    median = {label: statistics.median(values[1:]) for label, values in samples.items()}
+    params = sum(p.numel() for p in src.parameters())
     print(f"model: {params / 1e6:.1f}M parameters ({params * 4 / 1e6:.0f} MB fp32)")
-    print(f"raw state_dict copy (in-process):     {raw * 1e3:8.1f} ms")
-    print(
-        f"rldag colocated (hybrid worker):      {colocated * 1e3:8.1f} ms  "
-        f"ratio vs raw: {colocated / raw:.2f}x"
-    )
-    print(
-        f"rldag split (object store broadcast): {split * 1e3:8.1f} ms  "
-        f"ratio vs raw: {split / raw:.2f}x"
-    )
+    print(f"medians of {args.rounds} interleaved rounds")
+    raw = median.pop("raw")
+    print(f"{'raw state_dict copy (in-process)':34s} {raw * 1e3:8.1f} ms")
+    for label, value in median.items():
+        print(f"{label:34s} {value * 1e3:8.1f} ms  ratio vs raw: {value / raw:.2f}x")
 
 
 if __name__ == "__main__":

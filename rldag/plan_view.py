@@ -7,7 +7,7 @@ from rich.console import Console
 from rldag.graph import Graph, Node
 from rldag.placement import Cluster, Placement, local_cluster, plan_placement
 from rldag.scheduler import emits_chunks
-from rldag.spec import LoadedPipeline
+from rldag.spec import LoadedPipeline, WeightsTransport
 
 
 def cluster_for(loaded: LoadedPipeline) -> Cluster:
@@ -53,13 +53,20 @@ def print_nodes(console: Console, loaded: LoadedPipeline, graph: Graph) -> None:
         console.print(f"     out  {', '.join(new)}{more}", highlight=False)
 
 
-def _weights_route(graph: Graph, placement: Placement) -> list[str]:
+SPLIT_ROUTE = {
+    WeightsTransport.auto: "broadcast group (object store if it cannot form) (split)",
+    WeightsTransport.collective: "broadcast group (split)",
+    WeightsTransport.object_store: "Ray object store broadcast (split)",
+}
+
+
+def _weights_route(graph: Graph, placement: Placement, transport: WeightsTransport) -> list[str]:
     lines = []
     for node in graph.nodes.values():
         if node.weights_from is None:
             continue
         src, dst = placement.group_of(node.weights_from), placement.group_of(node.name)
-        how = "in-process (colocated)" if src is dst else "Ray object store broadcast (split)"
+        how = "in-process (colocated)" if src is dst else SPLIT_ROUTE[transport]
         lines.append(f"weights {node.weights_from} -> {node.name}: {how}")
     return lines
 
@@ -87,7 +94,7 @@ def print_placement(
     console.print(
         f"  driver  runs {', '.join(placement.driver_nodes) or 'nothing'}", highlight=False
     )
-    for line in _weights_route(graph, placement):
+    for line in _weights_route(graph, placement, loaded.spec.weights.transport):
         console.print(f"  {line}", highlight=False)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from rldag.broadcast_edges import BroadcastEdges
 from rldag.dispatch import (
     balanced_assignment,
     group_boundaries,
@@ -27,7 +28,7 @@ from rldag.log_capture import replay
 from rldag.operator import NodeContext
 from rldag.placement import Cluster, ClusterNode, Placement, WorkerGroup
 from rldag.pools import InProcessPools, NodeRunner, WeightsSnapshot
-from rldag.spec import PipelineSpec, RaySpec
+from rldag.spec import PipelineSpec, RaySpec, WeightsSpec
 from rldag.worker import PoolWorker
 
 log = logging.getLogger("rldag.pools")
@@ -71,7 +72,7 @@ def ray_cluster() -> Cluster:
 class RayPools:
     """A NodeRunner over Ray worker groups (see rldag.pools.NodeRunner)."""
 
-    def __init__(self, placement: Placement) -> None:
+    def __init__(self, placement: Placement, weights: WeightsSpec | None = None) -> None:
         import ray
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -79,6 +80,7 @@ class RayPools:
         self.placement = placement
         self.operator_seconds: dict[str, float] = {}  # last call, slowest worker (for bench/)
         self._driver = InProcessPools()
+        self._edges = BroadcastEdges(weights or WeightsSpec())  # split weights edges
         self._workers: dict[str, list] = {}
         self._pgs = []
         actor_cls = ray.remote(PoolWorker)
@@ -222,10 +224,24 @@ class RayPools:
         if snapshot is None and src_group is dst_group:  # colocated: a copy in each worker
             versions = ray.get([w.sync_local.remote(source, target) for w in dst])
             return versions[0], time.perf_counter() - start
-        held = ray.get(dst[0].policy_version.remote(target))
-        if snapshot is None:
-            snapshot = self.snapshot_weights(source) if self._newer(source, held) else None
-        if snapshot is None or snapshot.version <= held:
+        if snapshot is None:  # the trainer's weights now (k = 0)
+            src = self._workers[src_group.name]
+            # One round; every trainer rank is asked: a sharded trainer's ranks build their
+            # operator together (its process group needs them all).
+            *versions, held = ray.get(
+                [w.policy_version.remote(source) for w in src]
+                + [dst[0].policy_version.remote(target)]
+            )
+            if versions[0] <= held:
+                return held, 0.0
+            edge = f"{src_group.name}->{dst_group.name}"
+            if self._edges.usable(edge, src, dst):  # its broadcast group forms on first use
+                self._edges.sync(edge, src, dst, source, target, versions[0])
+                return versions[0], time.perf_counter() - start
+            snapshot = self.snapshot_weights(source)
+        else:
+            held = ray.get(dst[0].policy_version.remote(target))
+        if snapshot.version <= held:
             return held, 0.0
         # Rank 0's gathered copy is the one object broadcast by reference to the workers.
         ray.get([w.load_weights.remote(target, snapshot.weights, snapshot.version) for w in dst])
@@ -242,12 +258,6 @@ class RayPools:
         import ray
 
         return WeightsSnapshot(version, ray.put(weights))
-
-    def _newer(self, source: Node, held: int) -> bool:
-        import ray
-
-        src = self._workers[self._group(source).name]
-        return ray.get(src[0].policy_version.remote(source)) > held
 
     def _on_every_rank(self, node: Node, call: Callable[[Any], Any]) -> None:
         """`call(worker)` (returning an object ref) on every worker of the node's group:
@@ -296,4 +306,4 @@ def start_pools(spec: PipelineSpec, graph: Graph, where: str = "") -> NodeRunner
     if not spec.ray.enabled or all(n.pool.value == "driver" for n in graph.nodes.values()):
         return InProcessPools()
     connect(spec.ray)
-    return RayPools(plan_placement(spec, graph, ray_cluster(), where))
+    return RayPools(plan_placement(spec, graph, ray_cluster(), where), spec.weights)

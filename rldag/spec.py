@@ -153,6 +153,7 @@ class PipelineSpec:
     nodes: dict[str, NodeSpec] = field(default_factory=dict)
     trackers: list[TrackerName] = field(default_factory=list)  # mlflow, tensorboard, wandb
     tracking: TrackingSpec = field(default_factory=lambda: TrackingSpec())  # their options
+    weights: WeightsSpec = field(default_factory=lambda: WeightsSpec())  # split weights edge
 
 
 @dataclass
@@ -268,6 +269,7 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
         if value < 0:
             raise SpecError(f"must be >= 0, got {value}", path=f"async.{key}", where=where)
     _check_trackers(spec.trackers, where)
+    _check_weights(spec.weights, where)
 
 
 class TrackerName(StrEnum):
@@ -343,3 +345,27 @@ def _check_trackers(trackers: list[TrackerName], where: str) -> None:
                 path="trackers",
                 where=where,
             )
+
+
+class WeightsTransport(StrEnum):
+    """How the weights edge moves the policy between split pools."""
+
+    auto = "auto"  # collective when its group forms, else the object store (with a warning)
+    collective = "collective"  # a torch.distributed broadcast group: gloo on CPU, NCCL on GPU
+    object_store = "object_store"  # Ray's object store (tensors as numpy buffers)
+
+
+@dataclass
+class WeightsSpec:
+    """The weights edge between split pools (colocated pools copy in process)."""
+
+    transport: WeightsTransport = WeightsTransport.auto
+    bucket_mb: int = 64  # collective: tensors of one dtype are flattened into buckets this big
+    timeout_s: float = 60.0  # collective: most seconds to form the group or finish a sync
+
+
+def _check_weights(weights: WeightsSpec, where: str) -> None:
+    for key in ("bucket_mb", "timeout_s"):
+        value = getattr(weights, key)
+        if value <= 0:
+            raise SpecError(f"must be > 0, got {value}", path=f"weights.{key}", where=where)

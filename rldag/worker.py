@@ -18,6 +18,7 @@ from rldag.graph import Node
 from rldag.log_capture import CapturedLogs
 from rldag.operator import NodeContext, OperatorInstance
 from rldag.pools import checkpointable, close_all, policy, pull_weights, streaming, version_of
+from rldag.weight_broadcast import WeightGroup
 from rldag.weights import from_wire, to_wire
 
 
@@ -33,6 +34,8 @@ class PoolWorker:
     def __init__(self, group: str, rank: int, world_size: int) -> None:
         self.group, self.rank, self.world_size = group, rank, world_size
         self._instances: dict[str, OperatorInstance] = {}
+        self._weight_groups: dict[str, WeightGroup] = {}  # by weights edge
+        self._weight_stores: dict[str, Any] = {}  # rank 0: the store it opened, until it joins
         os.environ.update(
             {"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank)}
         )
@@ -129,6 +132,40 @@ class PoolWorker:
     def load_weights(self, node: Node, weights: dict[str, Any], version: int) -> float:
         start = time.perf_counter()
         policy(self._instance(node)).load_weights(from_wire(weights), version)
+        return time.perf_counter() - start
+
+    def weight_device(self) -> str:
+        """The UUID of the GPU this worker's weight group would use ("" without CUDA)."""
+        import torch
+
+        return str(torch.cuda.get_device_properties(0).uuid) if torch.cuda.is_available() else ""
+
+    def open_weight_group(self, edge: str, timeout_s: float) -> tuple[str, int]:
+        """Rank 0 of the weight group of `edge`: listen for its members at (ip, port)."""
+        ip = self.rendezvous_address()[0]
+        self._weight_stores[edge], port = WeightGroup.open_store(ip, timeout_s)
+        return ip, port
+
+    def join_weight_group(
+        self, edge: str, host: str, port: int, rank: int, size: int, backend: str, timeout_s: float
+    ) -> None:
+        store = self._weight_stores.pop(edge, None)
+        self._weight_groups[edge] = WeightGroup.join(
+            host, port, rank, size, backend, timeout_s, store
+        )
+
+    def send_weights(self, node: Node, edge: str, bucket_bytes: int) -> None:
+        """Gather the node's full weights (every rank of a sharded trainer calls this); the
+        member of `edge`'s weight group broadcasts them."""
+        weights = policy(self._instance(node)).export_weights()
+        if edge in self._weight_groups:
+            self._weight_groups[edge].send(weights, bucket_bytes)
+
+    def receive_weights(self, node: Node, edge: str, version: int) -> float:
+        """Load the weights broadcast over `edge`'s weight group into the node's operator."""
+        start = time.perf_counter()
+        target = policy(self._instance(node))
+        self._weight_groups[edge].receive(lambda weights: target.load_weights(weights, version))
         return time.perf_counter() - start
 
     def save_checkpoint(self, node: Node, path: str) -> None:
