@@ -3,8 +3,9 @@ ideal overlap computed from measured stage times, and reward against wall-clock 
 
 The work: the default GRPO pipeline on the tiny addition task, rollout and training on one
 Ray worker each (one torch thread each, `pools.colocate=[]`), answers sampled hot enough for
-a long tail of lengths (most short, a few to the limit), and a heavy environment: the reward
-sits behind 50-200 ms per prompt group (bench/slow_env.py). First one synchronous run
+a long tail of lengths (most short, a few to the limit), and a heavy environment between
+generate and score: 50-200 ms per prompt group, 16 groups at a time, like an environment
+pool with 16 slots (bench/slow_env.py). First one synchronous run
 without streaming measures each stage alone; the ideal is sum of stages / slowest stage
 (perfect overlap). Prints samples/s per setting, the line `fraction of ideal (k=2): X`, and
 writes docs/async-reward-vs-time.png (reward per iteration against wall-clock seconds, k = 0
@@ -25,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench.slow_env, referenced by the pipeline as module:function
 
-STAGES = ("generate", "score", "advantage", "train")
+STAGES = ("generate", "env", "score", "advantage", "train")
 
 
 def run(args: argparse.Namespace, *overrides: str) -> tuple[list[float], list[dict]]:
@@ -54,7 +55,10 @@ def run(args: argparse.Namespace, *overrides: str) -> tuple[list[float], list[di
                 "pools.colocate=[]",
                 "checkpoint.export_hf=false",
                 f"nodes.prompts.params.batch_size={args.prompts}",
-                "nodes.score.op=bench.slow_env:compute_score",
+                "nodes.env.kind=transform",
+                "nodes.env.op=bench.slow_env:SLOW_ENV",
+                "nodes.env.inputs.rollouts=generate",
+                "nodes.score.inputs.rollouts=env",
                 f"nodes.generate.params.max_new_tokens={args.max_new_tokens}",
                 f"nodes.generate.params.temperature={args.temperature}",
                 *overrides,
@@ -93,7 +97,7 @@ def plot(curves: dict[str, tuple[list[float], list[dict]]], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=24)
-    parser.add_argument("--prompts", type=int, default=6, help="prompt groups per iteration")
+    parser.add_argument("--prompts", type=int, default=16, help="prompt groups per iteration")
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--temperature", type=float, default=1.3)
     parser.add_argument("--png", default=str(ROOT / "docs" / "async-reward-vs-time.png"))
@@ -118,7 +122,7 @@ def main() -> None:
     curves = {}
     rates = {}
     for k in (0, 1, 2):
-        ends, metrics = run(args, f"async.max_staleness={k}", "async.chunk_groups=1")
+        ends, metrics = run(args, f"async.max_staleness={k}", f"async.chunk_groups={args.prompts}")
         rates[k] = steady_rate(ends, samples)
         curves[f"k={k}"] = (ends, metrics)
         last = statistics.mean(m["reward/mean"] for m in metrics[-3:])

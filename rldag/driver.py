@@ -67,7 +67,8 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
     still running have settled; finished iterations stay stored."""
     spec = run.loaded.spec
     last = spec.iterations if last is None else last
-    scheduler = Scheduler(run.graph, first, last, run.max_staleness)
+    streaming = spec.async_.chunk_groups > 0
+    scheduler = Scheduler(run.graph, first, last, run.max_staleness, streaming)
     emit(RunStarted(run.run_id, run.uri, first, spec.iterations))
     pending: dict[Future[EdgeHandle], Step] = {}
     handles: dict[Step, EdgeHandle] = {}

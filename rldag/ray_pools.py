@@ -108,6 +108,16 @@ class RayPools:
             addr, port = ray.get(self._workers[group.name][0].rendezvous_address.remote())
             ray.get([w.set_master.remote(addr, port) for w in self._workers[group.name]])
 
+    def build_all(self, graph: Graph) -> None:
+        """Start building every pool node's operator on all its workers at once, without
+        waiting: the first call of a node queues behind its build on the same actor, and
+        the rollout engine and the trainer load their models in parallel."""
+        for node in graph.nodes.values():
+            group = self._group(node)
+            if group is not None:
+                for w in self._workers[group.name]:
+                    w.build.remote(node)
+
     def workers(self, group: str) -> list:
         """The actor handles of a worker group, by rank."""
         return self._workers[group]
@@ -306,4 +316,6 @@ def start_pools(spec: PipelineSpec, graph: Graph, where: str = "") -> NodeRunner
     if not spec.ray.enabled or all(n.pool.value == "driver" for n in graph.nodes.values()):
         return InProcessPools()
     connect(spec.ray)
-    return RayPools(plan_placement(spec, graph, ray_cluster(), where), spec.weights)
+    pools = RayPools(plan_placement(spec, graph, ray_cluster(), where), spec.weights)
+    pools.build_all(graph)
+    return pools

@@ -152,7 +152,8 @@ class Run:
         ports = [p.name for p in node.op.table_ports if p.name in inputs]
         primary = ports[0] if ports else None
         chunked = (
-            node.op.streams
+            self.loaded.spec.async_.chunk_groups > 0
+            and node.op.streams
             and primary is not None
             and emits_chunks(self.graph.nodes[node.inputs[primary]])
         )

@@ -4,13 +4,13 @@ started and finished; both drivers (inline, Prefect) ask it and run what it allo
 
 The rules, for step (i, node) with k = `async.max_staleness`:
 
-- its table inputs of iteration i have finished, or, when the node consumes chunks
-  (`OperatorDef.streams`) and the producer emits them, have started;
+- its table inputs of iteration i have finished, or, when streaming is on, the node
+  consumes chunks (`OperatorDef.streams`) and the producer emits them, have started;
 - iteration i opens only when iteration i-1-k has finished: at most k+1 iterations are in
   flight, and generate of iteration i runs on the weights train of iteration i-1-k made
   (policy version >= i - k), so the bound is enforced by admission, never by discarding rows;
-- a stateful node (its operator lives in a pool worker) runs its iterations one at a time,
-  in order.
+- a node runs its iterations one at a time, in order: its operator instance (a pool
+  worker's, or the driver's) serves one call at a time.
 
 k = 0 is the synchronous loop: iteration i starts after iteration i-1 has finished.
 """
@@ -54,9 +54,12 @@ def weights_version(iteration: int, max_staleness: int) -> int:
 class Scheduler:
     """Steps of iterations `first`..`last - 1` in an order the rules above allow."""
 
-    def __init__(self, graph: Graph, first: int, last: int, max_staleness: int = 0) -> None:
+    def __init__(
+        self, graph: Graph, first: int, last: int, max_staleness: int = 0, streaming: bool = True
+    ) -> None:
         self.graph = graph
         self.first, self.last, self.k = first, last, max_staleness
+        self.streaming = streaming
         self.state: dict[Step, StepState] = {
             Step(i, name): StepState.waiting for i in range(first, last) for name in graph.order
         }
@@ -78,7 +81,8 @@ class Scheduler:
             return True
         node = self.graph.nodes[step.node]
         return (
-            state == StepState.running
+            self.streaming
+            and state == StepState.running
             and node.op.streams
             and emits_chunks(self.graph.nodes[upstream])
         )
@@ -88,9 +92,8 @@ class Scheduler:
         i = step.iteration
         if not self.iteration_finished(i - 1 - self.k):
             return False
-        if node.op.stateful and i > self.first:
-            if self.state[Step(i - 1, step.node)] != StepState.finished:
-                return False
+        if i > self.first and self.state[Step(i - 1, step.node)] != StepState.finished:
+            return False
         return all(self._input_ready(step, up) for up in node.inputs.values())
 
     def ready(self) -> list[Step]:

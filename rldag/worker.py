@@ -72,6 +72,10 @@ class PoolWorker:
             self._instances[node.name] = node.op.factory(node.params)
         return self._instances[node.name]
 
+    def build(self, node: Node) -> None:
+        """Build the node's operator now (model loads of all pools overlap at the start)."""
+        self._instance(node)
+
     def run(
         self,
         node: Node,
