@@ -167,17 +167,19 @@ def _overrides(task: Path, work: Work, storage: str) -> list[str]:
 
 
 def run_rldag(task: Path, work: Work) -> Result:
-    """The default pipeline through ``rldag.run.Run`` (no Prefect)."""
-    from rldag.events import IterationFinished, add_listener
+    """The default pipeline through ``rldag.run.Run`` (no Prefect). A step's cost is the wall
+    time between iterations' ends (with async, iterations overlap: their own durations are
+    longer than what each adds)."""
+    from rldag.events import IterationFinished, RunStarted, add_listener
     from rldag.graph import build_graph
     from rldag.run import Run
     from rldag.spec import load_pipeline
 
-    times: list[float] = []
+    marks: list[float] = []
 
     def listen(event: object) -> None:
-        if isinstance(event, IterationFinished):
-            times.append(event.metrics["timing_s/iteration"])
+        if isinstance(event, RunStarted | IterationFinished):
+            marks.append(time.perf_counter())
 
     with tempfile.TemporaryDirectory() as out:
         loaded = load_pipeline(ROOT / "pipeline.yaml", _overrides(task, work, out))
@@ -187,15 +189,16 @@ def run_rldag(task: Path, work: Work) -> Result:
             run.run_inline(work.steps)
         finally:
             remove()
+    times = [b - a for a, b in zip(marks, marks[1:], strict=False)]
     return Result("rldag (Run, no Prefect)", times)
 
 
 def _rldag_run_wall(task: Path, work: Work, steps: int) -> float:
     """Seconds `rldag run` takes, as a process, for `steps` iterations of `work`."""
     with tempfile.TemporaryDirectory() as out:
-        env = dict(os.environ)
-        if work.threads:
-            env["OMP_NUM_THREADS"] = str(work.threads)
+        # rldag's pool workers get one torch thread per CPU they hold (Ray's default when
+        # OMP_NUM_THREADS is unset): `--threads` is for this process, not for them.
+        env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
         cmd = [sys.executable, "-m", "flows.cli", "run", str(ROOT / "pipeline.yaml")]
         args = [*_overrides(task, work, out), f"iterations={steps}"]
         start = time.perf_counter()
