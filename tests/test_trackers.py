@@ -18,6 +18,7 @@ import pytest
 from flows.cli import main
 from rldag.events import IterationFinished, add_listener
 from rldag.trackers.fanout import TrackerWarning
+from tests.test_pipeline_run import small_grpo
 from tests.tracker_servers import MlflowServer, TcpProxy, wandb_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,12 +35,7 @@ def mlflow_server(tmp_path_factory):
 
 def _tiny_run_overrides(tiny_task: Path, tmp_path: Path, iterations: int) -> list[str]:
     return [
-        f"iterations={iterations}",
-        f"storage.uri={tmp_path}/runs",
-        f"model.path={tiny_task / 'model'}",
-        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
-        "nodes.prompts.params.batch_size=8",
-        "nodes.generate.params.n=4",
+        *small_grpo(tiny_task, tmp_path, iterations),
         "nodes.train.params.mini_batch_size=16",  # 2 optimizer steps per iteration
         "ray.enabled=false",
         f"tracking.tensorboard.log_dir={tmp_path}/tb",
