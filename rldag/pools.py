@@ -7,6 +7,7 @@ scheduler or drivers.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -113,13 +114,17 @@ class InProcessPools:
 
     def __init__(self) -> None:
         self._instances: dict[str, OperatorInstance] = {}
+        self._building = threading.Lock()
         self.operator_seconds: dict[str, float] = {}  # last call per node (for bench/)
 
     def instance(self, node: Node) -> OperatorInstance:
-        """The node's operator, built on first use."""
-        if node.name not in self._instances:
-            self._instances[node.name] = node.op.factory(node.params)
-        return self._instances[node.name]
+        """The node's operator, built on first use, one build at a time: steps run in
+        threads, and loading Hugging Face models is not thread-safe (from_pretrained sets a
+        process-wide meta-device default while it builds)."""
+        with self._building:
+            if node.name not in self._instances:
+                self._instances[node.name] = node.op.factory(node.params)
+            return self._instances[node.name]
 
     def run(self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
         instance = self.instance(node)
