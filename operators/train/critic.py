@@ -63,6 +63,10 @@ class CriticValues(ReferencePolicy):
     def _score(self, mb: PackedBatch, shared: bool) -> torch.Tensor:
         return response_logits(self.model, mb, self.pad_id, shared).squeeze(-1)
 
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        """The value model's weights (a PolicyHolder, like the rollout engine)."""
+        return self.model.state_dict()
+
     def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
         self.model.load_state_dict(weights)
         self.policy_version = version
