@@ -16,6 +16,7 @@ from rldag.events import IterationFinished, RunEnded, RunStarted, emit
 from rldag.report import REWARD_CURVE, reward_curve_png, sample_rollouts
 from rldag.run import EdgeHandle, Run
 from rldag.scheduler import Scheduler, Step
+from rldag.streams import StreamFailed
 
 SETTLE_S = 120  # after a failure, how long running steps may take to finish before closing
 
@@ -87,6 +88,8 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
                     inputs = {p: handles[Step(step.iteration, up)] for p, up in ports}
                     pending[launcher.launch(step, inputs)] = step
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            if any(f.exception() is not None for f in done):
+                _raise_root_cause(pending)
             for future in sorted(done, key=lambda f: pending[f]):
                 step = pending.pop(future)
                 handles[step] = future.result()
@@ -110,6 +113,15 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
         finally:
             run.close()
             emit(RunEnded(run.run_id, run.uri, failed))
+
+
+def _raise_root_cause(pending: Mapping[Future[EdgeHandle], Step]) -> None:
+    """Once the running steps have settled, raise the failure that is not a reader of a
+    failed stream (the producer's own error names the node that broke)."""
+    wait(pending, timeout=SETTLE_S)
+    failed = [f.exception() for f in pending if f.done() and f.exception() is not None]
+    root = next((e for e in failed if not isinstance(e.__cause__, StreamFailed)), failed[0])
+    raise root
 
 
 def _close_iteration(
