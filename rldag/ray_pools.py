@@ -37,7 +37,8 @@ INLINE_BYTES = 100_000  # Ray passes arguments up to this size inside the call i
 
 
 def connect(ray_spec: RaySpec) -> None:
-    """Join `ray.address`, or start an embedded local Ray when none is given."""
+    """Join `ray.address`, or start an embedded local Ray when none is given (always a new
+    one: Ray would otherwise join a cluster that `ray start` left on this machine)."""
     import ray
 
     if ray.is_initialized():
@@ -46,6 +47,7 @@ def connect(ray_spec: RaySpec) -> None:
         ray.init(address=ray_spec.address, logging_level=logging.WARNING)
     else:
         ray.init(
+            address="local",
             num_cpus=ray_spec.num_cpus,
             num_gpus=ray_spec.num_gpus,
             include_dashboard=False,

@@ -130,5 +130,5 @@ def ray_local():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=6, include_dashboard=False, logging_level="WARNING")
+        ray.init(address="local", num_cpus=6, include_dashboard=False, logging_level="WARNING")
     yield ray
