@@ -143,3 +143,13 @@ def always_call(text: str) -> AssistantTurn:
     turn's length (tiny-model tests)."""
     call = ToolCall("lookup", {"key": len(text)}, "call_0")
     return AssistantTurn(text, (call,))
+
+
+def call_slow(text: str) -> AssistantTurn:
+    """Every turn calls ``slow_tool`` for 2 s."""
+    return AssistantTurn(text, (ToolCall("slow_tool", {"seconds": 2.0}),))
+
+
+def call_missing(text: str) -> AssistantTurn:
+    """Every turn calls a tool that does not exist."""
+    return AssistantTurn(text, (ToolCall("no_such_tool", {}),))

@@ -249,16 +249,23 @@ class EpisodeRunner:
         record.errors.extend(result.errors)
         ep.errors.extend(result.errors)
         ep.calls.extend((turn_index, c) for c in result.calls)
-        if result.errors and self.p.on_tool_error is OnToolError.end:
+        observed = self._observe(result.observation)
+        ends = (
+            (result.errors and self.p.on_tool_error == OnToolError.end)
+            or result.done
+            or turn_index + 1 == self.p.max_turns
+        )
+        if ends:  # kept in the trajectory; the model sees no more turns
+            ep.messages.extend(stored_message(m) for m in observed)
+        if result.errors and self.p.on_tool_error == OnToolError.end:
             ep.finish_reason = FinishReason.tool_error
             return False
         if result.done:
             natural = not turn.tool_calls and not result.observation
             ep.finish_reason = FinishReason.stop if natural else FinishReason.env_done
             return False
-        if turn_index + 1 == self.p.max_turns:
+        if ends:
             return True  # the loop ends with max_turns
-        observed = self._observe(result.observation)
         ids = convo.add_observation(observed)
         ep.messages.extend(stored_message(m) for m in observed)
         total = len(ep.token_ids) + len(glue) + len(ids)
