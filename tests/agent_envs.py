@@ -153,3 +153,18 @@ def call_slow(text: str) -> AssistantTurn:
 def call_missing(text: str) -> AssistantTurn:
     """Every turn calls a tool that does not exist."""
     return AssistantTurn(text, (ToolCall("no_such_tool", {}),))
+
+
+class WhereEnv(EchoEnv):
+    """Reports the process and Ray placement group it runs in (``StepResult.info``)."""
+
+    def step(self, turn: AssistantTurn) -> StepResult:
+        import os
+
+        import ray
+
+        result = super().step(turn)
+        context = ray.get_runtime_context() if ray.is_initialized() else None
+        group = context.get_placement_group_id() if context else None
+        result.info = {"pid": os.getpid(), "placement_group": group}
+        return result

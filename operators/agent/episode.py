@@ -38,6 +38,7 @@ class TurnRecord:
     policy_version: int = 0
     finish: str = ""  # the engine's finish reason for this turn (stop, length, abort)
     errors: list[str] = field(default_factory=list)
+    info: str = ""  # the environment's StepResult.info as JSON
 
 
 @dataclass
@@ -246,6 +247,7 @@ class EpisodeRunner:
             return False
         record.env_seconds = time.perf_counter() - start
         record.reward = reward
+        record.info = json.dumps(result.info, default=str) if result.info else ""
         record.errors.extend(result.errors)
         ep.errors.extend(result.errors)
         ep.calls.extend((turn_index, c) for c in result.calls)

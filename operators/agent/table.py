@@ -21,6 +21,7 @@ TURN = pa.struct(
         ("policy_version", pa.int64()),
         ("finish", _S),  # the engine's finish reason for the turn
         ("errors", pa.list_(_S)),
+        ("info", _S),  # the environment's StepResult.info as JSON ("" when empty)
     ]
 )
 TOOL_CALL = pa.struct(
