@@ -168,3 +168,8 @@ class WhereEnv(EchoEnv):
         group = context.get_placement_group_id() if context else None
         result.info = {"pid": os.getpid(), "placement_group": group}
         return result
+
+
+def call_quick(text: str) -> AssistantTurn:
+    """Every turn calls ``slow_tool`` for 0.15 s (a tool with latency)."""
+    return AssistantTurn(text, (ToolCall("slow_tool", {"seconds": 0.15}),))

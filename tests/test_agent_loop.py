@@ -229,3 +229,21 @@ def test_generated_log_probs_match_the_model_on_its_own_tokens(chat_model, stops
     mask = torch.tensor(row["response_mask"], dtype=torch.bool)
     assert 0 < int(mask.sum()) < len(mask)
     assert torch.allclose(logprobs[mask], torch.tensor(row["response_logprobs"])[mask], atol=1e-4)
+
+
+def test_episodes_in_flight_overlap_their_tool_calls_and_turns(chat_model, stops):
+    """8 episodes x 2 tool calls of 0.15 s: one at a time >= 2.4 s; 8 in flight share the
+    waits and batch their turns in the engine."""
+    import time
+
+    prompts = pa.table({"prompt_id": pa.array(range(4), pa.int64()), "prompt": ["a"] * 4})
+    seconds = {}
+    for concurrency in (1, 8):
+        start = time.perf_counter()
+        table = run(chat_model, stops, prompts=prompts, n=2, max_turns=3,
+                    tools=["tests.agent_envs:slow_tool"], tool_parser="tests.agent_envs:call_quick",
+                    max_concurrency=concurrency)  # fmt: skip
+        seconds[concurrency] = time.perf_counter() - start
+        assert set(table["finish_reason"].to_pylist()) == {"max_turns"}
+    assert seconds[1] >= 8 * 2 * 0.15
+    assert seconds[8] < seconds[1] / 3

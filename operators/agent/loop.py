@@ -24,9 +24,10 @@ from operators.agent.params import AgentParams
 from operators.agent.parsers import tool_parser
 from operators.agent.samplers import LoopTurns, ServerTurns
 from operators.agent.table import agent_columns, agent_table
+from operators.generate import GENERATE_COLUMNS, GENERATE_PORTS
 from operators.policy_engine import PolicyEngine
 from operators.prompts import chat_messages
-from rldag.operator import NodeContext, OperatorDef, Port
+from rldag.operator import NodeContext, OperatorDef
 from rldag.schema import columns
 from rldag.spec import NodeKind, PoolName
 
@@ -105,30 +106,13 @@ class AgentLoop(PolicyEngine):
         finally:
             turns.close()
 
-    def __call__(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
-        (table,) = self.stream(inputs, replace(ctx, chunk_groups=0))
-        return table
-
 
 AGENT_LOOP = OperatorDef(
     name="agent_loop",
     kind=NodeKind.generate,
     factory=AgentLoop,
-    ports=(
-        Port("prompts", columns("prompt_id", "prompt")),
-        Port("weights", weights=True, optional=True),
-    ),
-    adds=columns(
-        "sample_idx",
-        "response",
-        "prompt_ids",
-        "response_ids",
-        "response_logprobs",
-        "finish_reason",
-        "policy_version",
-        "policy_version_max",
-    )
-    + agent_columns(),
+    ports=GENERATE_PORTS,
+    adds=(*GENERATE_COLUMNS, *columns("policy_version_max"), *agent_columns()),
     params=AgentParams,
     stateful=True,
     emits_chunks=True,
