@@ -46,6 +46,11 @@ def test_the_example_validates_and_plan_shows_the_environment_bound(capsys):
     out = capsys.readouterr().out
     assert "pool environment" in out and "max concurrency 64" in out
     assert "hosts generate's actors (at most 16 at once: 1 worker(s) x 16)" in out
+    assert main(["plan", str(EXAMPLE), "pools.environment.max_concurrency=8"]) == 2
+    assert (
+        "nodes.generate.params.max_concurrency: 1 worker(s) x concurrency 16 = 16 exceeds "
+        "pools.environment.max_concurrency=8" in capsys.readouterr().err
+    )
 
 
 def test_episodes_with_tool_calls_are_scored_and_trained_in_process(tiny_task, tmp_path):
