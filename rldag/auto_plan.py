@@ -152,16 +152,20 @@ def gpu_pools(graph: Graph, spec: PipelineSpec) -> list[str]:
 
 
 def worker_options(cluster: Cluster, per_worker_gpus: float) -> list[int]:
-    """Worker counts worth trying: powers of two up to what the cluster could hold."""
+    """Worker counts worth trying: every count on a small cluster; else powers of two and
+    whole machines' worth."""
     if per_worker_gpus > 0:
         most = int(sum(n.gpus for n in cluster.nodes) // per_worker_gpus)
+        machine = int(max(n.gpus for n in cluster.nodes) // per_worker_gpus)
     else:
         most = int(sum(n.cpus for n in cluster.nodes))
+        machine = int(max(n.cpus for n in cluster.nodes))
     most = max(1, most)
     if most <= SMALL_CLUSTER:
         return list(range(1, most + 1))
-    powers = [2**i for i in range(most.bit_length()) if 2**i <= most]
-    return sorted({*powers, most})
+    powers = {2**i for i in range(most.bit_length()) if 2**i <= most}
+    machines = set(range(machine, most + 1, machine)) if machine > 0 else set()
+    return sorted(powers | machines | {most})
 
 
 def memory_per_worker_gb(

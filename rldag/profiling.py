@@ -10,12 +10,17 @@ import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from rldag.auto_plan import declared_pools
 from rldag.costs import CostModel, fit_costs, observe_stored_run
 from rldag.events import IterationFinished, RunStarted, add_listener
 from rldag.graph import Graph, build_graph
 from rldag.spec import LoadedPipeline, load_pipeline
 from rldag.storage import Storage
+
+if TYPE_CHECKING:
+    from rldag.run import Run
 
 # what a profiling run sets on top of the user's overrides: each stage alone
 PROFILE_OVERRIDES = ("async.max_staleness=0", "async.chunk_groups=0", "checkpoint.export_hf=false")
@@ -40,8 +45,6 @@ def count_params(model_path: str) -> int:
 
 def pool_workers(loaded: LoadedPipeline) -> dict[str, int]:
     """Pool name -> workers, for every pool the spec declares."""
-    from rldag.auto_plan import declared_pools
-
     return {name: pool.workers for name, pool in declared_pools(loaded.spec).items()}
 
 
@@ -91,13 +94,11 @@ class Profile:
     costs: CostModel
 
 
-def profile(path: str, overrides: list[str], iterations: int) -> Profile:
-    """Run `iterations` iterations of the pipeline, stages one after another, timing each
-    iteration's end; fit the cost model and store it as `<run>/costs.parquet`."""
+def timed_inline_run(loaded: LoadedPipeline, graph: Graph) -> tuple[Run, tuple[float, ...]]:
+    """Run a pipeline inline to the end; the run and the wall-clock seconds at each
+    iteration's end, from the run's start."""
     from rldag.run import Run
 
-    loaded = load_pipeline(path, [*overrides, *PROFILE_OVERRIDES, f"iterations={iterations}"])
-    graph = build_graph(loaded)
     marks: list[float] = []
 
     def listen(event: object) -> None:
@@ -110,6 +111,14 @@ def profile(path: str, overrides: list[str], iterations: int) -> Profile:
         run.run_inline()
     finally:
         remove()
-    ends = tuple(m - marks[0] for m in marks[1:])
+    return run, tuple(m - marks[0] for m in marks[1:])
+
+
+def profile(path: str, overrides: list[str], iterations: int) -> Profile:
+    """Run `iterations` iterations of the pipeline, stages one after another, timing each
+    iteration's end; fit the cost model and store it as `<run>/costs.parquet`."""
+    loaded = load_pipeline(path, [*overrides, *PROFILE_OVERRIDES, f"iterations={iterations}"])
+    graph = build_graph(loaded)
+    run, ends = timed_inline_run(loaded, graph)
     model = costs_of_stored_run(loaded, graph, run.storage, run.run_id, ends, synchronous=True)
     return Profile(run.run_id, run.uri, model)

@@ -31,12 +31,19 @@ def grpo_doc(dataset: Path, tmp_path: Path) -> dict:
                 "params": {"model_path": "m"},
             },
             "score": {
-                "kind": "score", "op": "tests.user_code:echo_score",
+                "kind": "score",
+                "op": "tests.user_code:echo_score",
                 "inputs": {"rollouts": "generate"},
             },
-            "advantage": {"kind": "transform", "op": "grpo_advantage", "inputs": {"scored": "score"}},
+            "advantage": {
+                "kind": "transform",
+                "op": "grpo_advantage",
+                "inputs": {"scored": "score"},
+            },
             "train": {
-                "kind": "train", "op": "policy_gradient", "inputs": {"batch": "advantage"},
+                "kind": "train",
+                "op": "policy_gradient",
+                "inputs": {"batch": "advantage"},
                 "params": {"model_path": "m"},
             },
         },
@@ -91,8 +98,10 @@ def test_planner_picks_the_known_best_placement(loader) -> None:
 
 def test_candidates_that_do_not_fit_are_refused_by_the_placement_check(loader) -> None:
     found = search(loader, synthetic_costs(), parse_cluster("1x2cpu"), Limits(max_staleness=1))
-    assert all(sum(w for p, w in r.candidate.workers if len(r.candidate.colocate) == 2) <= 2
-               for r in found.ranked)
+    assert all(
+        sum(w for p, w in r.candidate.workers if len(r.candidate.colocate) == 2) <= 2
+        for r in found.ranked
+    )
     assert any("asks for" in why for _, why in found.refused)
 
 
@@ -116,9 +125,10 @@ def test_apply_writes_overrides_that_validate(loader, tmp_path, capsys) -> None:
     args = ["plan", str(loader.path), "--costs", str(table), "--auto", "--cluster", "1x4cpu"]
     assert main([*args, "--apply", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "samples/s" in printed and "placements fit" in printed
+    assert "placements fit" in printed and "wrote" in printed
     written = yaml.safe_load(out.read_text())
     assert written["pools"]["colocate"] == [] and written["async"]["max_staleness"] == 1
+    assert "predicted 24.0 samples/s" in out.read_text()
     assert written["pools"]["rollout"]["workers"] == 3
     assert main(["validate", str(loader.path), "-f", str(out)]) == 0
     loaded = load_pipeline(loader.path, read_overrides_file(out))
