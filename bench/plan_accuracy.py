@@ -4,12 +4,13 @@ environment of bench/async_vs_sync.py) and the code-sandbox pipeline: one profil
 placement / staleness setting is simulated from it and run, and the steady samples/s of both
 are printed as a markdown table with the error.
 
-    .venv/bin/python bench/plan_accuracy.py [--iterations 16] [--only default|code]
+    .venv/bin/python bench/plan_accuracy.py [--repeats 3] [--only default|code] [--record F]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -68,10 +69,14 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=8, help="profiling iterations")
     parser.add_argument("--repeats", type=int, default=3, help="rounds over all settings")
     parser.add_argument("--only", choices=sorted(WORKLOADS))
+    parser.add_argument("--record", help="JSON file of earlier rounds to add to (and update)")
     args = parser.parse_args()
+    record = json.loads(Path(args.record).read_text()) if args.record else {}
+    import pyarrow as pa
     import ray
 
     from rldag.auto_plan import sim_plan
+    from rldag.costs import CostModel
     from rldag.graph import build_graph
     from rldag.profiling import profile
     from rldag.simulator import simulate
@@ -89,11 +94,17 @@ def main() -> None:
                 label: [*base, *overrides, f"iterations={args.iterations}"]
                 for label, overrides in settings(chunk).items()
             }
-            models, measured = [], {label: [] for label in cases}
+            seen = record.setdefault(name, {"models": [], "measured": {}})
+            measured = {label: seen["measured"].setdefault(label, []) for label in cases}
             for _ in range(args.repeats):  # round robin: every setting sees the same load
-                models.append(profile(str(path), base, args.profile).costs)
+                seen["models"].append(
+                    profile(str(path), base, args.profile).costs.to_table().to_pylist()
+                )
                 for label, overrides in cases.items():
                     measured[label].append(measured_rate(path, overrides))
+                if args.record:
+                    Path(args.record).write_text(json.dumps(record, indent=1))
+            models = [CostModel.from_table(pa.Table.from_pylist(m)) for m in seen["models"]]
             plans = {}
             for label, overrides in cases.items():
                 loaded = load_pipeline(path, overrides)
