@@ -25,7 +25,7 @@ from rldag import checkpoints
 from rldag.errors import InputError, RunError
 from rldag.graph import Graph, build_graph
 from rldag.plan_view import placement_for, print_execution, print_nodes, print_placement
-from rldag.spec import LoadedPipeline, load_pipeline
+from rldag.spec import LoadedPipeline, load_pipeline, read_overrides_file
 from rldag.storage import open_storage
 
 err_console = Console(stderr=True, soft_wrap=True)
@@ -45,6 +45,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    if args.profile or args.costs or args.auto or args.apply:
+        from rldag.auto_plan import Limits
+        from rldag.auto_plan_view import PlanRequest, plan_command
+
+        limits = Limits(max_staleness=args.max_staleness, gpu_memory_gb=args.gpu_memory_gb)
+        request = PlanRequest(
+            args.profile, args.costs, args.auto, args.cluster, limits, args.apply, args.top
+        )
+        return plan_command(console, args.pipeline, list(args.overrides), request)
     loaded, graph = _load(args)
     placement = placement_for(loaded, graph)
     print_nodes(console, loaded, graph)
@@ -169,6 +178,20 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_auto_plan_arguments(p: argparse.ArgumentParser) -> None:
+    """`rldag plan` options of the automatic placement (README: Automatic placement)."""
+    p.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="measure costs: N iterations"
+    )
+    p.add_argument("--costs", default="", metavar="RUN", help="costs of a stored run, or a table")
+    p.add_argument("--auto", action="store_true", help="rank placements by predicted samples/s")
+    p.add_argument("--cluster", default="", help="plan for a declared cluster, e.g. 8x8gpu")
+    p.add_argument("--max-staleness", type=int, default=2, help="the largest k to consider")
+    p.add_argument("--gpu-memory-gb", type=float, default=80.0, help="memory of one GPU")
+    p.add_argument("--apply", default="", metavar="FILE", help="write the best as overrides")
+    p.add_argument("--top", type=int, default=10, help="placements to show")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rldag", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -180,7 +203,17 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("pipeline", help="path to pipeline.yaml")
         p.add_argument("overrides", nargs="*", help="OmegaConf dotlist overrides: key=value")
+        p.add_argument(
+            "-f",
+            "--overrides-file",
+            action="append",
+            default=[],
+            metavar="FILE",
+            help="a YAML file of overrides (e.g. from plan --apply), before key=value ones",
+        )
         p.set_defaults(fn=fn)
+        if name == "plan":
+            add_auto_plan_arguments(p)
         if name == "run":
             p.add_argument("--resume", metavar="RUN_ID", help="continue a run from its checkpoint")
             p.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
@@ -222,6 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        files = getattr(args, "overrides_file", [])
+        args.overrides = [item for f in files for item in read_overrides_file(f)] + list(
+            args.overrides
+        )
         return args.fn(args)
     except InputError as err:
         message = escape(str(err))  # "[a, b]" in a message is text, not rich markup

@@ -369,3 +369,29 @@ def _check_weights(weights: WeightsSpec, where: str) -> None:
         value = getattr(weights, key)
         if value <= 0:
             raise SpecError(f"must be > 0, got {value}", path=f"weights.{key}", where=where)
+
+
+def read_overrides_file(path: str | Path) -> list[str]:
+    """An overrides file (a YAML mapping, as `rldag plan --auto --apply` writes) as OmegaConf
+    dotlist strings, nested keys joined by dots; SpecError naming the file when it is not a
+    mapping."""
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"overrides file not found: {path}", path="--overrides", where=str(path))
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise SpecError(f"not valid YAML: {err}".replace("\n", " "), where=str(path)) from None
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        raise SpecError("an overrides file must be a mapping of keys", where=str(path))
+
+    def flatten(prefix: str, value: Any) -> list[str]:
+        if isinstance(value, dict) and value:
+            return [item for k, v in value.items() for item in flatten(f"{prefix}{k}.", v)]
+        return [f"{prefix[:-1]}={json.dumps(value)}"]
+
+    return flatten("", data)
