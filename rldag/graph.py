@@ -15,7 +15,7 @@ from rldag.errors import GraphError, InputError
 from rldag.operator import OperatorDef
 from rldag.registry import resolve
 from rldag.schema import check_edge, extend, to_schema
-from rldag.spec import LoadedPipeline, NodeKind, NodeSpec, PipelineSpec, PoolName, merge_params
+from rldag.spec import LoadedPipeline, NodeKind, NodeSpec, PipelineSpec, merge_params
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Node:
         return self.spec.kind
 
     @property
-    def pool(self) -> PoolName:
+    def pool(self) -> str:
         """The node's pool: its own `pool:`, else its operator's, else by kind."""
         return self.spec.pool or self.op.pool or self.spec.resolved_pool
 
@@ -177,10 +177,10 @@ def build_graph(loaded: LoadedPipeline) -> Graph:
     return graph
 
 
-def _shares_workers(spec: PipelineSpec, a: PoolName, b: PoolName) -> bool:
+def _shares_workers(spec: PipelineSpec, a: str, b: str) -> bool:
     if a == b:
         return True
-    return any({a.value, b.value} <= set(group) for group in spec.pools.colocate)
+    return any({a, b} <= set(group) for group in spec.pools.colocate)
 
 
 def _check_overlap(loaded: LoadedPipeline, graph: Graph) -> None:
@@ -197,8 +197,8 @@ def _check_overlap(loaded: LoadedPipeline, graph: Graph) -> None:
         if _shares_workers(spec, node.pool, trainer.pool):
             raise GraphError(
                 f"async.max_staleness={k} overlaps generation with training, but generate "
-                f"node '{node.name}' (pool {node.pool.value}) and train node "
-                f"'{trainer.name}' (pool {trainer.pool.value}) share workers "
+                f"node '{node.name}' (pool {node.pool}) and train node "
+                f"'{trainer.name}' (pool {trainer.pool}) share workers "
                 f"(pools.colocate={spec.pools.colocate}): split them with pools.colocate=[] "
                 "or run synchronously with async.max_staleness=0",
                 path="async.max_staleness",

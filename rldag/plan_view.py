@@ -36,7 +36,7 @@ def print_nodes(console: Console, loaded: LoadedPipeline, graph: Graph) -> None:
     for i, (name, node) in enumerate(graph.nodes.items()):
         console.print(
             f"{i:>2} [bold]{name}[/bold]  kind={node.kind.value}  op={node.op.name}  "
-            f"pool={node.pool.value}  {'stateful' if node.op.stateful else 'stateless'}",
+            f"pool={node.pool}  {'stateful' if node.op.stateful else 'stateless'}",
             highlight=False,
         )
         ports = {p.name: p for p in node.op.ports}
@@ -120,7 +120,7 @@ def print_execution(console: Console, loaded: LoadedPipeline, graph: Graph) -> N
             later = [n for n in graph.order if n != node.name and n in _downstream(graph, node)]
             ahead = "i+1" if k == 1 else f"i+1..i+{k}"
             console.print(
-                f"  overlaps: {node.name} of iterations {ahead} (pool {node.pool.value}) "
+                f"  overlaps: {node.name} of iterations {ahead} (pool {node.pool}) "
                 f"with {', '.join(later)} of iteration i",
                 highlight=False,
             )
