@@ -83,6 +83,8 @@ def _wire_ports(
     weights_from = None
     for port, upstream in spec.inputs.items():
         path = f"nodes.{name}.inputs.{port}"
+        if port not in ports and op.named_ports is not None:
+            ports[port] = op.named_ports
         if port not in ports:
             known = ", ".join(ports) or "none"
             raise GraphError(
@@ -142,19 +144,26 @@ def _output_schema(node: Node, upstream: dict[str, pa.Schema], where: str) -> pa
             path = f"nodes.{node.name}.params" + (f".{err.path}" if err.path else "")
             raise InputError(err.message, path=path, where=where) from None
     table_ports = op.table_ports
-    for port in table_ports:
-        if port.name in node.inputs:
-            producer = node.inputs[port.name]
-            check_edge(
-                port.columns,
-                upstream[producer],
-                consumer=node.name,
-                port=port.name,
-                producer=producer,
-                where=where,
-            )
-    if op.passthrough and table_ports and table_ports[0].name in node.inputs:
-        return extend(upstream[node.inputs[table_ports[0].name]], op.adds)
+    declared = {p.name: p for p in table_ports}
+    for name, producer in node.inputs.items():
+        check_edge(
+            (declared.get(name) or op.named_ports).columns,
+            upstream[producer],
+            consumer=node.name,
+            port=name,
+            producer=producer,
+            where=where,
+        )
+    first = table_ports[0].name if table_ports else None
+    primary = upstream[node.inputs[first]] if first in node.inputs else None
+    if op.check_input is not None:
+        try:
+            op.check_input(node.params, {p: upstream[u] for p, u in node.inputs.items()})
+        except InputError as err:
+            path = f"nodes.{node.name}.params" + (f".{err.path}" if err.path else "")
+            raise InputError(err.message, path=path, where=where) from None
+    if op.passthrough and primary is not None:
+        return extend(primary, op.adds)
     return to_schema(op.adds)
 
 

@@ -106,6 +106,10 @@ class OperatorDef:
     emits_chunks: bool = False  # its instances are StreamingOperators (generate)
     concurrency: Callable[[Any], int] | None = None  # calls at once per worker, from params
     output_schema: Callable[[Any], pa.Schema] | None = None  # sources: schema from the data
+    # params against the input schemas (port -> schema) at validation (a judge's template
+    # variables, a combine's components); raises InputError whose path is a params key
+    check_input: Callable[[Any, Mapping[str, pa.Schema]], None] | None = None
+    named_ports: Port | None = None  # any other port name the node gives, needing these columns
     description: str = ""
 
     @property

@@ -41,7 +41,7 @@ def print_nodes(console: Console, loaded: LoadedPipeline, graph: Graph) -> None:
         )
         ports = {p.name: p for p in node.op.ports}
         for port, upstream in node.inputs.items():
-            needs = ", ".join(c.name for c in ports[port].columns)
+            needs = ", ".join(c.name for c in (ports.get(port) or node.op.named_ports).columns)
             console.print(f"     in   {port} <- {upstream}  (needs {needs})", highlight=False)
         if node.weights_from:
             lag = f"i-{1 + spec.async_.max_staleness}"
