@@ -29,7 +29,7 @@ from rldag.log_capture import replay
 from rldag.operator import NodeContext, PoolReservation
 from rldag.placement import Cluster, ClusterNode, Placement, WorkerGroup
 from rldag.pools import InProcessPools, NodeRunner, WeightsSnapshot
-from rldag.spec import PipelineSpec, RaySpec, WeightsSpec
+from rldag.spec import PipelineSpec, PoolName, RaySpec, WeightsSpec
 from rldag.worker import PoolWorker
 
 log = logging.getLogger("rldag.pools")
@@ -332,7 +332,7 @@ def start_pools(spec: PipelineSpec, graph: Graph, where: str = "") -> NodeRunner
     `ray.enabled` is false."""
     from rldag.placement import plan_placement
 
-    if not spec.ray.enabled or all(n.pool.value == "driver" for n in graph.nodes.values()):
+    if not spec.ray.enabled or all(n.pool == PoolName.driver for n in graph.nodes.values()):
         return InProcessPools()
     connect(spec.ray)
     pools = RayPools(plan_placement(spec, graph, ray_cluster(), where), spec.weights)

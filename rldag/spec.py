@@ -31,7 +31,7 @@ class NodeKind(StrEnum):
 
 
 class PoolName(StrEnum):
-    """The resource pools a node can run on."""
+    """The standard pools (users may declare more under `pools.<name>`)."""
 
     driver = "driver"
     rollout = "rollout"
@@ -52,13 +52,13 @@ class NodeSpec:
 
     kind: NodeKind = MISSING  # generate | sandbox | score | train | source | transform
     op: str = MISSING  # a registered operator name, or module:function for user code
-    pool: PoolName | None = None  # defaults by kind: generate->rollout, train->training, ...
+    pool: str | None = None  # driver or a pool of `pools:`; by kind: generate->rollout, ...
     inputs: dict[str, str] = field(default_factory=dict)  # port -> upstream node name
     params: dict[str, Any] = field(default_factory=dict)  # operator parameters
     persist: bool | None = None  # store this node's table as Parquet (default: storage.persist)
 
     @property
-    def resolved_pool(self) -> PoolName:
+    def resolved_pool(self) -> str:
         """The pool the node runs on: explicit, else by kind, else the driver."""
         return self.pool or DEFAULT_POOL.get(self.kind, PoolName.driver)
 
@@ -93,13 +93,19 @@ class PoolSpec:
     max_concurrency: int = 0  # environment: max concurrent executions (0 = no bound)
 
 
+STANDARD_POOLS = (PoolName.training, PoolName.rollout, PoolName.environment)
+
+
 @dataclass
 class PoolsSpec:
-    """The three pools and which of them share bundles (HybridFlow's colocation)."""
+    """The pools by name and which of them share bundles (HybridFlow's colocation).
 
-    training: PoolSpec = field(default_factory=PoolSpec)
-    rollout: PoolSpec = field(default_factory=PoolSpec)
-    environment: PoolSpec = field(default_factory=PoolSpec)
+    pipeline.yaml writes each pool as `pools.<name>`; they are held in `named` (see
+    `_to_fields`). The standard three exist by default; users may declare more."""
+
+    named: dict[str, PoolSpec] = field(
+        default_factory=lambda: {str(name): PoolSpec() for name in STANDARD_POOLS}
+    )
     colocate: list[list[str]] = field(default_factory=lambda: [["training", "rollout"]])
 
 
@@ -169,10 +175,19 @@ class LoadedPipeline:
 YAML_KEYS = {"async": "async_"}
 
 
+# `pools.<name>` in pipeline.yaml is `pools.named.<name>` in the spec; `pools.colocate` stays.
+POOL_KEYS = ("colocate",)
+
+
 def _to_fields(cfg: DictConfig) -> DictConfig:
     for key, name in YAML_KEYS.items():
         if key in cfg:
             cfg[name] = cfg.pop(key)
+    pools = cfg.get("pools")
+    if isinstance(pools, DictConfig):
+        raw = OmegaConf.to_container(pools, resolve=False)
+        fixed = {k: raw.pop(k) for k in POOL_KEYS if k in raw}
+        cfg.pools = {**fixed, "named": raw} if raw else fixed
     return cfg
 
 
@@ -180,7 +195,18 @@ def _to_yaml_key(path: str) -> str:
     for key, name in YAML_KEYS.items():
         if path == name or path.startswith(name + "."):
             return key + path[len(name) :]
-    return path
+    return path.replace("pools.named.", "pools.", 1)
+
+
+def _to_yaml(merged: DictConfig) -> str:
+    """The resolved pipeline as pipeline.yaml writes it (`async:`, `pools.<name>`)."""
+    doc = OmegaConf.to_container(merged)
+    assert isinstance(doc, dict)
+    doc["pools"] = {**doc["pools"].pop("named"), **doc["pools"]}
+    text = OmegaConf.to_yaml(OmegaConf.create(doc))
+    for key, name in YAML_KEYS.items():
+        text = text.replace(f"\n{name}:", f"\n{key}:")
+    return text
 
 
 def _spec_error(err: OmegaConfBaseException, where: str, prefix: str = "") -> SpecError:
@@ -253,10 +279,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
         raise _spec_error(err, where) from None
     assert isinstance(spec, PipelineSpec)
     _check_values(spec, where)
-    text = OmegaConf.to_yaml(merged)
-    for key, name in YAML_KEYS.items():
-        text = text.replace(f"\n{name}:", f"\n{key}:")
-    return LoadedPipeline(spec=spec, resolved_yaml=text, source=where)
+    return LoadedPipeline(spec=spec, resolved_yaml=_to_yaml(merged), source=where)
 
 
 def _check_values(spec: PipelineSpec, where: str) -> None:
@@ -270,6 +293,23 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
             raise SpecError(f"must be >= 0, got {value}", path=f"async.{key}", where=where)
     _check_trackers(spec.trackers, where)
     _check_weights(spec.weights, where)
+    _check_pools(spec, where)
+
+
+def _check_pools(spec: PipelineSpec, where: str) -> None:
+    """`driver` is where unpooled nodes run, not a pool; every node's pool must exist."""
+    pools = spec.pools.named
+    if PoolName.driver in pools:
+        message = "'driver' is not a pool (nodes without one run there)"
+        raise SpecError(message, path="pools.driver", where=where)
+    for name, node in spec.nodes.items():
+        if node.pool not in (None, PoolName.driver, *pools):
+            known = ", ".join([PoolName.driver, *pools])
+            raise SpecError(
+                f"unknown pool {node.pool!r} (pools: {known}; declare it as pools.{node.pool})",
+                path=f"nodes.{name}.pool",
+                where=where,
+            )
 
 
 class TrackerName(StrEnum):

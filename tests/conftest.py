@@ -132,3 +132,13 @@ def ray_local():
     if not ray.is_initialized():
         ray.init(address="local", num_cpus=6, include_dashboard=False, logging_level="WARNING")
     yield ray
+
+
+@pytest.fixture(scope="session")
+def tiny_rm(tiny_task: Path) -> Path:
+    """The tiny reward model (right vs wrong sums of the addition task), built once (cached
+    under .cache/)."""
+    from operators.tiny_task.reward_model import build_tiny_reward_model
+
+    root = Path(__file__).resolve().parents[1] / ".cache"
+    return build_tiny_reward_model(root / "tiny_rm", tiny_task / "model")
