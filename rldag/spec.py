@@ -71,6 +71,7 @@ class StorageSpec:
     persist: bool = True  # persist every edge table unless a node says otherwise
     endpoint_url: str | None = None  # s3: an S3-compatible server; default AWS_ENDPOINT_URL/AWS
     options: dict[str, Any] = field(default_factory=dict)  # more fsspec/s3fs options (anon, ...)
+    lock_lease_s: float = 60.0  # a run's lock without a heartbeat this long is stale (run_lock)
 
 
 class PlacementStrategy(StrEnum):
