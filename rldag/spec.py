@@ -155,6 +155,7 @@ class PipelineSpec:
     trackers: list[TrackerName] = field(default_factory=list)  # mlflow, tensorboard, wandb
     tracking: TrackingSpec = field(default_factory=lambda: TrackingSpec())  # their options
     weights: WeightsSpec = field(default_factory=lambda: WeightsSpec())  # split weights edge
+    faults: FaultsSpec = field(default_factory=lambda: FaultsSpec())  # worker restarts
 
 
 @dataclass
@@ -271,6 +272,9 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
             raise SpecError(f"must be >= 0, got {value}", path=f"async.{key}", where=where)
     _check_trackers(spec.trackers, where)
     _check_weights(spec.weights, where)
+    if spec.faults.max_restarts < 0:
+        message = f"must be >= 0, got {spec.faults.max_restarts}"
+        raise SpecError(message, path="faults.max_restarts", where=where)
 
 
 class TrackerName(StrEnum):
@@ -370,3 +374,10 @@ def _check_weights(weights: WeightsSpec, where: str) -> None:
         value = getattr(weights, key)
         if value <= 0:
             raise SpecError(f"must be > 0, got {value}", path=f"weights.{key}", where=where)
+
+
+@dataclass
+class FaultsSpec:
+    """What a run does when a pool worker's process dies (README: Faults and recovery)."""
+
+    max_restarts: int = 3  # per run: stateless workers restarted (and their call re-run)
