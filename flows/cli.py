@@ -25,6 +25,7 @@ from rldag import checkpoints
 from rldag.errors import InputError, RunError
 from rldag.graph import Graph, build_graph
 from rldag.plan_view import placement_for, print_execution, print_nodes, print_placement
+from rldag.run_lock import RunLock
 from rldag.spec import LoadedPipeline, load_pipeline, read_overrides_file
 from rldag.storage import open_storage
 
@@ -73,6 +74,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"run {args.resume!r} under {storage.root} has no checkpoint to resume from",
             path="--resume",
         )
+    lock = RunLock(storage, args.resume or "", loaded.spec.storage.lock_lease_s)
+    if args.resume and (refusal := lock.refusal()):  # another live process runs it
+        raise InputError(f"{refusal}; a second run of it is refused", path="--resume")
     # Prefect's console handler would repeat every log and traceback; the run's logs still
     # reach the Prefect API/UI. --verbose shows them here too.
     if not args.verbose:
@@ -83,6 +87,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with RunProgress(console):
         try:
             rldag_run(args.pipeline, list(args.overrides), resume=args.resume)
+        except InputError:  # found once the run started (its lock was just taken): exit 2
+            raise
         except RunError as err:
             err_console.print(f"[red]run failed:[/red] {err}", highlight=False, soft_wrap=True)
             return 1

@@ -71,6 +71,7 @@ class StorageSpec:
     persist: bool = True  # persist every edge table unless a node says otherwise
     endpoint_url: str | None = None  # s3: an S3-compatible server; default AWS_ENDPOINT_URL/AWS
     options: dict[str, Any] = field(default_factory=dict)  # more fsspec/s3fs options (anon, ...)
+    lock_lease_s: float = 60.0  # a run's lock without a heartbeat this long is stale (run_lock)
 
 
 class PlacementStrategy(StrEnum):
@@ -160,6 +161,7 @@ class PipelineSpec:
     trackers: list[TrackerName] = field(default_factory=list)  # mlflow, tensorboard, wandb
     tracking: TrackingSpec = field(default_factory=lambda: TrackingSpec())  # their options
     weights: WeightsSpec = field(default_factory=lambda: WeightsSpec())  # split weights edge
+    faults: FaultsSpec = field(default_factory=lambda: FaultsSpec())  # worker restarts
 
 
 @dataclass
@@ -294,6 +296,9 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
     _check_trackers(spec.trackers, where)
     _check_weights(spec.weights, where)
     _check_pools(spec, where)
+    if spec.faults.max_restarts < 0:
+        message = f"must be >= 0, got {spec.faults.max_restarts}"
+        raise SpecError(message, path="faults.max_restarts", where=where)
 
 
 def _check_pools(spec: PipelineSpec, where: str) -> None:
@@ -435,3 +440,10 @@ def read_overrides_file(path: str | Path) -> list[str]:
         return [f"{prefix[:-1]}={json.dumps(value)}"]
 
     return flatten("", data)
+
+
+@dataclass
+class FaultsSpec:
+    """What a run does when a pool worker's process dies (README: Faults and recovery)."""
+
+    max_restarts: int = 3  # per run: stateless workers restarted (and their call re-run)
