@@ -10,6 +10,7 @@ edge writes a checkpoint directory and calls ``/update_weights_from_disk``). Eve
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -18,9 +19,11 @@ import numpy as np
 import pyarrow as pa
 from omegaconf import MISSING
 
+from operators.lora_weights import is_adapter, nbytes
 from operators.prompt_checks import check_prompt_lengths, model_context
 from operators.prompts import MOSTLY_UNKNOWN, encode_prompt, lost_fraction, prompt_text
-from rldag.errors import SpecError
+from rldag.errors import RunError, SpecError
+from rldag.metrics import with_reported_metrics
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import columns
 from rldag.spec import NodeKind, check_choice, check_positive
@@ -105,6 +108,7 @@ class TorchGenerate:
     def __init__(self, params: GenerateParams) -> None:
         self.p = params
         self.policy_version = 0
+        self.loaded: dict[str, float] = {}  # the last weights edge's figures, until reported
         self.context = model_context(params.model_path)  # prompt + answer must fit in it
         self.engine = self.service = None
         if params.engine == "torch":
@@ -136,12 +140,25 @@ class TorchGenerate:
         return self.engine.state_dict() if self.engine is not None else self.service.weights()
 
     def load_weights(self, weights: dict | str, version: int) -> None:
-        """In process: copy the tensors; servers: push a checkpoint (or a checkpoint dir)."""
+        """In process: copy the tensors (merge a LoRA adapter); servers: push a checkpoint
+        (or a checkpoint dir). The edge's bytes, tensors and load seconds are reported with
+        the next rollout table (``weights/bytes``, ``weights/tensors``, ``weights/load_s``)."""
+        start = time.perf_counter()
+        adapter = isinstance(weights, dict) and is_adapter(weights)
         if self.engine is not None:
             self.engine.load_state_dict(weights)
+        elif adapter and self.p.engine == "sglang":
+            raise RunError("engine sglang loads full weights; with LoRA use engine torch or server")
         else:
             self.service.push(weights, version)
         self.policy_version = version
+        if isinstance(weights, dict):
+            self.loaded = {
+                "weights/bytes": nbytes(weights),
+                "weights/tensors": len(weights),
+                "weights/lora": float(adapter),
+                "weights/load_s": time.perf_counter() - start,
+            }
 
     def close(self) -> None:
         if self.service is not None:
@@ -211,17 +228,22 @@ class TorchGenerate:
             answers = self.service.generate(prompt_ids, params, seeds)
             groups = [completions for completions, _ in answers]
             versions = [version for _, version in answers]
-            yield rollout_table(prompts, prompt_ids, groups, versions)
-            return
-        size = ctx.chunk_groups or len(prompt_ids)
-        ready: list[tuple[int, list[Any]]] = []
-        for index, completions in self.engine.generate_stream(prompt_ids, params):
-            ready.append((index, completions))
-            if len(ready) == size:
-                yield self._chunk(prompts, prompt_ids, ready)
-                ready = []
-        if ready:
-            yield self._chunk(prompts, prompt_ids, ready)
+            yield self._report(rollout_table(prompts, prompt_ids, groups, versions), ctx)
+        else:
+            size = ctx.chunk_groups or len(prompt_ids)
+            ready: list[tuple[int, list[Any]]] = []
+            for index, completions in self.engine.generate_stream(prompt_ids, params):
+                ready.append((index, completions))
+                if len(ready) == size:
+                    yield self._report(self._chunk(prompts, prompt_ids, ready), ctx)
+                    ready = []
+            if ready:
+                yield self._report(self._chunk(prompts, prompt_ids, ready), ctx)
+        self.loaded = {}
+
+    def _report(self, table: pa.Table, ctx: NodeContext) -> pa.Table:
+        """A chunk carrying the figures of the weights loaded for this iteration."""
+        return with_reported_metrics(table, ctx.node, self.loaded) if self.loaded else table
 
     def _chunk(
         self, prompts: pa.Table, prompt_ids: list[list[int]], ready: list[tuple[int, list[Any]]]
