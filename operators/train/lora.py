@@ -8,6 +8,7 @@ seed, so every rank of a sharded trainer (and every run) starts from the same on
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +70,8 @@ def apply_lora(model: torch.nn.Module, lora: LoraParams) -> torch.nn.Module:
         lora_dropout=lora.dropout,
         task_type="CAUSAL_LM",
     )
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing")  # peft's call
         torch.manual_seed(INIT_SEED)
         return get_peft_model(model, config)
 
