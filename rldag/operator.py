@@ -119,7 +119,7 @@ class OperatorDef:
     streams: bool = False  # runs per chunk of prompt groups (starts on its input's first chunk)
     emits_chunks: bool = False  # its instances are StreamingOperators (generate)
     concurrency: Callable[[Any], int] | None = None  # calls at once per worker, from params
-    companion_pool: PoolName | None = None  # a pool it starts its own actors on (concurrency
+    companion_pool: str | None = None  # a pool it starts its own actors on (concurrency
     # is then bounded by that pool's max_concurrency): an agent's environments
     output_schema: Callable[[Any], pa.Schema] | None = None  # sources: schema from the data
     # params against the input schemas (port -> schema) at validation (a judge's template

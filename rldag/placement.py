@@ -216,7 +216,7 @@ def plan_placement(
         group = next(g for g in groups.values() if node.pool in g.pools)
         group.nodes.append(name)
         if node.op.companion_pool is not None:
-            pool = node.op.companion_pool.value
+            pool = node.op.companion_pool
             next(g for g in groups.values() if pool in g.pools).companions.append(name)
     used = {k: g for k, g in groups.items() if g.nodes or g.companions}
     for group in used.values():
