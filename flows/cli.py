@@ -261,10 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        files = getattr(args, "overrides_file", [])
-        args.overrides = [item for f in files for item in read_overrides_file(f)] + list(
-            args.overrides
-        )
+        if hasattr(args, "overrides"):  # commands over a pipeline: -f files, then key=value
+            files = getattr(args, "overrides_file", [])
+            extra = [item for f in files for item in read_overrides_file(f)]
+            args.overrides = extra + list(args.overrides)
         return args.fn(args)
     except InputError as err:
         message = escape(str(err))  # "[a, b]" in a message is text, not rich markup
