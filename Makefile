@@ -30,8 +30,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# Two xdist workers: most slow tests wait on servers, processes and sleeps as much as they compute.
 test: lint model system-deps
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow"
