@@ -188,3 +188,8 @@ def call_python(text: str) -> AssistantTurn:
 def broken_parser(text: str) -> AssistantTurn:
     """A parser with a bug."""
     raise KeyError("oops")
+
+
+def call_quick(text: str) -> AssistantTurn:
+    """Every turn calls ``slow_tool`` for 0.15 s (a tool with latency)."""
+    return AssistantTurn(text, (ToolCall("slow_tool", {"seconds": 0.15}),))
