@@ -87,13 +87,15 @@ class EchoEnv:
 
 
 class BrokenEnv(EchoEnv):
-    """An environment whose ``mode`` is how it fails: raise, hang, garbage, reset."""
+    """An environment whose ``mode`` (or its row's) is how it fails: raise, hang, garbage,
+    nan, reset."""
 
     def __init__(self, mode: str = "raise") -> None:
         super().__init__(turns=10)
         self.mode = mode
 
     def reset(self, row: dict) -> list[dict]:
+        self.mode = row.get("mode", self.mode)
         if self.mode == "reset":
             raise RuntimeError("cannot start")
         return super().reset(row)
@@ -105,6 +107,8 @@ class BrokenEnv(EchoEnv):
             threading.Event().wait(30)
         if self.mode == "garbage":
             return {"observation": 1}
+        if self.mode == "nan":
+            return StepResult([], float("nan"))
         return super().step(turn)
 
 
@@ -155,8 +159,14 @@ def call_missing(text: str) -> AssistantTurn:
     return AssistantTurn(text, (ToolCall("no_such_tool", {}),))
 
 
-class WhereEnv(EchoEnv):
-    """Reports the process and Ray placement group it runs in (``StepResult.info``)."""
+class WhereEnv(BrokenEnv):
+    """Reports the process and Ray placement group it runs in (``StepResult.info``); rows with
+    ``prompt_id % 4`` 2 raise and 3 hang."""
+
+    def reset(self, row: dict) -> list[dict]:
+        self.mode = {2: "raise", 3: "hang"}.get(row["prompt_id"] % 4, "")
+        self.turns = 3
+        return super().reset(row)
 
     def step(self, turn: AssistantTurn) -> StepResult:
         import os
@@ -168,6 +178,16 @@ class WhereEnv(EchoEnv):
         group = context.get_placement_group_id() if context else None
         result.info = {"pid": os.getpid(), "placement_group": group}
         return result
+
+
+def call_python(text: str) -> AssistantTurn:
+    """Every turn asks the python tool for 6 * 7."""
+    return AssistantTurn(text, (ToolCall("python", {"code": "print(6 * 7)"}),))
+
+
+def broken_parser(text: str) -> AssistantTurn:
+    """A parser with a bug."""
+    raise KeyError("oops")
 
 
 def call_quick(text: str) -> AssistantTurn:

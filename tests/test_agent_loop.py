@@ -200,6 +200,7 @@ def test_the_episode_timeout_bounds_a_slow_episode(chat_model, stops):
     [
         ("raise", "tool_error", "ValueError: simulator crashed"),
         ("garbage", "tool_error", "not a StepResult"),
+        ("nan", "tool_error", "step returned the reward nan"),
         ("hang", "timeout", "no answer within 0.3s"),
         ("reset", "tool_error", "reset: RuntimeError: cannot start"),
     ],
@@ -246,4 +247,21 @@ def test_episodes_in_flight_overlap_their_tool_calls_and_turns(chat_model, stops
         seconds[concurrency] = time.perf_counter() - start
         assert set(table["finish_reason"].to_pylist()) == {"max_turns"}
     assert seconds[1] >= 8 * 2 * 0.15
-    assert seconds[8] < seconds[1] / 3
+    assert seconds[8] < seconds[1] / 2
+
+
+def test_the_python_tool_runs_in_the_sandbox_within_episodes(chat_model, stops):
+    table = run(chat_model, stops, tools=["python"], tool_parser="tests.agent_envs:call_python",
+                max_turns=2, sandbox_slots=1)  # fmt: skip
+    row = table.to_pylist()[0]
+    assert row["messages"][2] == {"role": "tool", "content": "42\n", "name": "python",
+                                  "tool_calls": ""}  # fmt: skip
+    assert row["tool_calls"][0]["error"] == ""
+
+
+def test_a_parser_that_raises_is_a_parse_error_shown_to_the_model(chat_model, stops):
+    table = run(chat_model, stops, tools=["tests.agent_envs:lookup"], max_turns=2,
+                tool_parser="tests.agent_envs:broken_parser")  # fmt: skip
+    row = table.to_pylist()[0]
+    assert row["finish_reason"] == "max_turns"
+    assert "the tool-call parser raised KeyError('oops')" in row["messages"][2]["content"]

@@ -80,6 +80,7 @@ def test_episodes_with_tool_calls_are_scored_and_trained_in_process(tiny_task, t
 
 
 def test_on_ray_environments_are_actors_on_the_environment_pool(ray_local, tiny_task, tmp_path):
+    """...and an environment that raises or hangs there ends its episode, not the run."""
     uri = _run(
         tiny_task,
         tmp_path,
@@ -87,6 +88,8 @@ def test_on_ray_environments_are_actors_on_the_environment_pool(ray_local, tiny_
             "nodes.generate.params.tools=[]",
             "nodes.generate.params.environment=tests.agent_envs:WhereEnv",
             "nodes.generate.params.tool_parser=none",
+            "nodes.generate.params.step_timeout_s=2",
+            "nodes.prompts.params.batch_size=8",
             "nodes.probe.kind=transform",
             "nodes.probe.op=tests.user_code:WORKER_INFO",
             "nodes.probe.pool=rollout",
@@ -97,10 +100,18 @@ def test_on_ray_environments_are_actors_on_the_environment_pool(ray_local, tiny_
     import json
 
     gen = pq.read_table(uri / "iter=0" / "generate.parquet")
-    infos = [json.loads(t["info"]) for turns in gen["turns"].to_pylist() for t in turns]
+    turns = [t for row in gen["turns"].to_pylist() for t in row]
+    infos = [json.loads(t["info"]) for t in turns if t["info"]]  # failed steps have none
     assert infos, "no environment step ran"
     groups = {i["placement_group"] for i in infos}
     pids = {i["pid"] for i in infos}
     rollout = set(pq.read_table(uri / "iter=0" / "probe.parquet")["pid"].to_pylist())
     assert len(groups) == 1 and None not in groups  # the environment pool's placement group
     assert len(pids) == 1 and not pids & rollout and os.getpid() not in pids  # one host actor
+    # a raising or hanging environment on an actor ends its episode, never the run
+    expected = {0: "max_turns", 1: "max_turns", 2: "tool_error", 3: "timeout"}
+    for row in gen.select(["prompt_id", "finish_reason", "env_errors"]).to_pylist():
+        assert row["finish_reason"] == expected[row["prompt_id"] % 4]
+        if row["prompt_id"] % 4 == 2:
+            assert "ValueError: simulator crashed" in row["env_errors"][0]
+    assert {p % 4 for p in gen["prompt_id"].to_pylist()} == {0, 1, 2, 3}

@@ -10,6 +10,7 @@ failed tool call, continues with the error as observation) and never raises from
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -155,6 +156,13 @@ class EpisodeRunner:
                 episode.errors.append(f"close: {type(err).__name__}: {err}")
         return episode
 
+    def _parse(self, text: str) -> AssistantTurn:
+        """The turn's tool calls; a parser that raises gives a parse error, not a failed run."""
+        try:
+            return self.parse(text)
+        except Exception as err:
+            return AssistantTurn(text, (), (f"the tool-call parser raised {err!r}",))
+
     def _fail(self, episode: Episode, err: Exception, what: str) -> None:
         timeout = isinstance(err, CallTimeout)
         episode.finish_reason = FinishReason.timeout if timeout else FinishReason.tool_error
@@ -209,7 +217,7 @@ class EpisodeRunner:
             ep.extend(list(done.token_ids), list(done.logprobs))
             record.model_end = record.end = len(ep.token_ids)
             ep.text = done.text or ""
-            turn = self.parse(ep.text)
+            turn = self._parse(ep.text)
             glue = convo.add_assistant(ep.text, list(done.token_ids))
             ep.messages.append(stored_message(convo.messages[-1], turn.tool_calls))
             if done.finish_reason != "stop":
@@ -240,6 +248,8 @@ class EpisodeRunner:
             if bad:
                 raise TypeError(bad)
             reward = float(result.reward)
+            if not math.isfinite(reward):
+                raise ValueError(f"step returned the reward {reward}")
         except Exception as err:
             record.env_seconds = time.perf_counter() - start
             self._fail(ep, err, f"turn {turn_index} step")

@@ -33,7 +33,8 @@ from rldag.spec import NodeKind, PoolName
 
 
 def turn_seed(base: int, prompt: int, sample: int, turn: int) -> int:
-    """The sampling seed of one turn of one episode: a pure function of its position."""
+    """The sampling seed of one turn of one episode: a pure function of the iteration's base
+    seed, the prompt's id, the episode's sample index and the turn."""
     state = np.random.SeedSequence([base, prompt, sample, turn]).generate_state(1, np.uint64)
     return int(state[0] >> np.uint64(1))
 
@@ -75,13 +76,14 @@ class AgentLoop(PolicyEngine):
         def episode(i: int, k: int) -> Episode:
             def sample(ids: list[int], budget: int, turn: int, left: float | None):
                 per_turn = replace(params, max_new_tokens=budget)
-                return turns.sample(ids, per_turn, turn_seed(base, i, k, turn), left)
+                return turns.sample(ids, per_turn, turn_seed(base, ids_of[i], k, turn), left)
 
             key = f"{ctx.node}/{ctx.rank}/{ctx.iteration}/{i}/{k}"
             return runner.run(key, rows[i], prompt_messages(rows[i]["prompt"]), sample)
 
         runner = EpisodeRunner(self.p, self.tokenizer, self.parse, self.hosts, self.context)
         rows = prompts.to_pylist()
+        ids_of = [row["prompt_id"] for row in rows]  # seeds follow the prompt, not the shard
         n = self.p.n
         try:
             with ThreadPoolExecutor(self.p.max_concurrency, "rldag-episode") as pool:
