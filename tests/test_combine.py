@@ -104,6 +104,7 @@ def test_a_composed_reward_runs_and_reports_each_component(write_yaml, dataset, 
         mean = float(np.mean(score["reward"].to_numpy()))
         assert row["reward/correct"] == pytest.approx(mean)
         assert row["reward/style"] == pytest.approx(mean)
+        assert row["reward/mean"] == pytest.approx(2.5 * mean)  # the combination, not a part
 
 
 def test_composed_rewards_are_checked_like_every_edge(write_yaml, dataset):

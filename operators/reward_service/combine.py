@@ -28,6 +28,7 @@ from rldag.spec import NodeKind
 
 KEYS = ("prompt_id", "sample_idx")
 PRIMARY = "rollouts"
+RESERVED = ("mean", "std")  # reward/mean and reward/std are the combined reward's metrics
 
 
 class CombineMode(StrEnum):
@@ -55,6 +56,12 @@ def check_components(params: CombineParams, inputs: Mapping[str, pa.Schema]) -> 
     names = [p for p in inputs if p != PRIMARY]
     if not names:
         raise InputError("no components: connect score nodes as more inputs", path="mode")
+    for name in names:
+        if name in RESERVED:
+            raise InputError(
+                f"a component may not be named '{name}' (its metric would be reward/{name})",
+                path="mode",
+            )
     for key in params.weights:
         if key not in names:
             raise InputError(
