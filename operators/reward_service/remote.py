@@ -145,6 +145,7 @@ REMOTE = OperatorDef(
     ),
     params=RemoteParams,
     check_input=check_columns,
+    concurrency=lambda params: params.concurrency,  # bounded by its pool's max_concurrency
     stateful=True,
     streams=True,
     description="An HTTP verifier scores rows in batches (retries, timeout, on_error).",
