@@ -188,3 +188,10 @@ def test_a_judge_on_a_rollout_server_gives_the_in_process_verdicts(judge_model, 
     )
     assert served["reward_info"].to_pylist() == local["reward_info"].to_pylist()
     assert served["reward"].to_pylist() == local["reward"].to_pylist()
+
+
+def test_a_chat_judge_gets_the_template_as_one_user_message(judge_model):
+    # the tiny model's chat template is the messages' contents: the same text either way
+    plain = _judge(judge_model)({"rollouts": ROWS}, NodeContext("judge", 0, 0, ""))
+    chat = _judge(judge_model, chat=True)({"rollouts": ROWS}, NodeContext("judge", 0, 0, ""))
+    assert chat["reward_info"].to_pylist() == plain["reward_info"].to_pylist()
