@@ -78,6 +78,11 @@ def check_components(params: CombineParams, inputs: Mapping[str, pa.Schema]) -> 
         raise InputError(f"a gate needs mode: gate (mode is {params.mode})", path="gate")
 
 
+def component_columns(params: CombineParams, inputs: Mapping[str, pa.Schema]) -> tuple:
+    """`reward_<name>` per component, in port order (before `reward`)."""
+    return tuple(col(f"reward_{p}", pa.float32()) for p in inputs if p != PRIMARY)
+
+
 def combined(rewards: Mapping[str, np.ndarray], params: CombineParams) -> np.ndarray:
     """The combined reward of each row from the components' rewards (pure)."""
     names = list(rewards)
@@ -135,6 +140,7 @@ COMBINE = OperatorDef(
     adds=(col("reward"),),
     params=CombineParams,
     check_input=check_components,
+    adds_from_inputs=component_columns,
     max_workers=1,
     description="Composed rewards: weighted sum, product or gate of several score nodes.",
 )
