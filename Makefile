@@ -18,9 +18,11 @@ $(STAMP): pyproject.toml constraints.txt
 system-deps:
 	sh scripts/install-system-deps.sh
 
-# The tiny default model, tokenizer and addition data (deterministic, cached).
+# The tiny default model, tokenizer and addition data, and the tiny reward model
+# (deterministic, cached).
 model: $(STAMP)
 	$(BIN)/python -m operators.tiny_task --out .cache/tiny
+	$(BIN)/python -m operators.tiny_task.reward_model --out .cache/tiny_rm --tokenizer .cache/tiny/model
 
 run: model
 	$(BIN)/rldag run pipeline.yaml

@@ -156,15 +156,18 @@ def _output_schema(node: Node, upstream: dict[str, pa.Schema], where: str) -> pa
         )
     first = table_ports[0].name if table_ports else None
     primary = upstream[node.inputs[first]] if first in node.inputs else None
+    inputs = {p: upstream[u] for p, u in node.inputs.items()}
     if op.check_input is not None:
         try:
-            op.check_input(node.params, {p: upstream[u] for p, u in node.inputs.items()})
+            op.check_input(node.params, inputs)
         except InputError as err:
             path = f"nodes.{node.name}.params" + (f".{err.path}" if err.path else "")
             raise InputError(err.message, path=path, where=where) from None
+    extra = op.adds_from_inputs(node.params, inputs) if op.adds_from_inputs else ()
+    adds = extra + op.adds
     if op.passthrough and primary is not None:
-        return extend(primary, op.adds)
-    return to_schema(op.adds)
+        return extend(primary, adds)
+    return to_schema(adds)
 
 
 def build_graph(loaded: LoadedPipeline) -> Graph:

@@ -20,8 +20,20 @@ from rldag.graph import Graph
 from rldag.spec import NodeKind
 
 
+def _components(graph: Graph) -> set[str]:
+    """Nodes whose tables are components of another's (a combine's named ports)."""
+    out = set()
+    for node in graph.nodes.values():
+        declared = {p.name for p in node.op.table_ports}
+        out |= {u for p, u in node.inputs.items() if node.op.named_ports and p not in declared}
+    return out
+
+
 def _first_with(graph: Graph, tables: Mapping[str, pa.Table], column: str) -> pa.Table | None:
-    for name in graph.order:
+    """The first table in graph order with `column`, components of a composed reward
+    skipped (their combination is the reward)."""
+    skipped = _components(graph)
+    for name in (n for n in graph.order if n not in skipped):
         table = tables.get(name)
         if table is not None and column in table.column_names and table.num_rows:
             return table

@@ -126,6 +126,8 @@ class OperatorDef:
     # variables, a combine's components); raises InputError whose path is a params key
     check_input: Callable[[Any, Mapping[str, pa.Schema]], None] | None = None
     named_ports: Port | None = None  # any other port name the node gives, needing these columns
+    # more columns it adds, from params and input schemas (a combine's reward_<component>)
+    adds_from_inputs: Callable[[Any, Mapping[str, pa.Schema]], tuple[Column, ...]] | None = None
     description: str = ""
 
     @property

@@ -47,6 +47,9 @@ def print_nodes(console: Console, loaded: LoadedPipeline, graph: Graph) -> None:
             lag = f"i-{1 + spec.async_.max_staleness}"
             console.print(f"     in   weights <- {node.weights_from}[{lag}]", markup=False)
         added = {c.name for c in node.op.adds}
+        if node.op.adds_from_inputs is not None:
+            schemas = {p: graph.nodes[u].output for p, u in node.inputs.items()}
+            added |= {c.name for c in node.op.adds_from_inputs(node.params, schemas)}
         new = [f.name for f in node.output if f.name in added or not node.inputs]
         kept = len(node.output) - len(new)
         more = f"  (+ {kept} columns passed through)" if kept else ""

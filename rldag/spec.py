@@ -315,6 +315,15 @@ def _check_pools(spec: PipelineSpec, where: str) -> None:
                 path=f"nodes.{name}.pool",
                 where=where,
             )
+    used = {n.pool for n in spec.nodes.values()} | {p for s in spec.pools.colocate for p in s}
+    for name in pools:
+        if name not in STANDARD_POOLS and name not in used:  # most likely a typo
+            raise SpecError(
+                f"pool {name!r} is declared but no node runs on it (pools: {', '.join(pools)}; "
+                f"put a node on it with nodes.<node>.pool: {name})",
+                path=f"pools.{name}",
+                where=where,
+            )
 
 
 class TrackerName(StrEnum):

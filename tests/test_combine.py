@@ -104,6 +104,14 @@ def test_a_composed_reward_runs_and_reports_each_component(write_yaml, dataset, 
         mean = float(np.mean(score["reward"].to_numpy()))
         assert row["reward/correct"] == pytest.approx(mean)
         assert row["reward/style"] == pytest.approx(mean)
+        assert row["reward/mean"] == pytest.approx(2.5 * mean)  # the combination, not a part
+
+
+def test_each_component_is_a_column_of_the_edge(write_yaml, dataset):
+    graph = build_graph(load_pipeline(write_yaml(_composed(dataset, {}))))
+    names = graph.nodes["reward"].output.names
+    assert names[-3:] == ["reward_correct", "reward_style", "reward"]
+    assert graph.nodes["reward"].output.field("reward_style").type == pa.float32()
 
 
 def test_composed_rewards_are_checked_like_every_edge(write_yaml, dataset):

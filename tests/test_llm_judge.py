@@ -161,3 +161,37 @@ def test_unparsable_verdicts_go_to_on_error(judge_model, on_error):
         out = judge({"rollouts": ROWS}, ctx)
         kept = [i for i, p in enumerate(parsed) if p]
         assert out["prompt_id"].to_pylist() == kept
+
+
+@pytest.mark.slow
+def test_a_judge_on_a_rollout_server_gives_the_in_process_verdicts(judge_model, tmp_path):
+    from operators.rollout.launch import start_local_servers
+
+    (server,) = start_local_servers(judge_model, 1, log_dir=tmp_path / "logs")
+    try:
+        generate = GenerateParams(
+            model_path=judge_model,
+            temperature=0.0,
+            max_new_tokens=3,
+            engine="server",
+            server_urls=[server.url],
+        )
+        remote = LLMJudge(
+            JudgeParams(generate=generate, template="{{ prompt }}", on_error=OnError.zero)
+        )
+        served = remote({"rollouts": ROWS}, NodeContext("judge", 0, 0, ""))
+        remote.close()
+    finally:
+        server.stop()
+    local = _judge(judge_model, on_error=OnError.zero)(
+        {"rollouts": ROWS}, NodeContext("judge", 0, 0, "")
+    )
+    assert served["reward_info"].to_pylist() == local["reward_info"].to_pylist()
+    assert served["reward"].to_pylist() == local["reward"].to_pylist()
+
+
+def test_a_chat_judge_gets_the_template_as_one_user_message(judge_model):
+    # the tiny model's chat template is the messages' contents: the same text either way
+    plain = _judge(judge_model)({"rollouts": ROWS}, NodeContext("judge", 0, 0, ""))
+    chat = _judge(judge_model, chat=True)({"rollouts": ROWS}, NodeContext("judge", 0, 0, ""))
+    assert chat["reward_info"].to_pylist() == plain["reward_info"].to_pylist()

@@ -56,6 +56,7 @@ def test_bad_pools_name_the_key(write_yaml, dataset):
         ({}, ["pools.reward=3"], "pools.reward"),
         ({"driver": {}}, [], "pools.driver"),
         ({}, ["nodes.judge.pool=rewrd"], "nodes.judge.pool"),
+        ({"reward": {}}, ["pools.traning.workers=2"], "pools.traning"),  # a typo: unused
     ]
     for pools, overrides, path in cases:
         with pytest.raises(SpecError) as info:

@@ -13,7 +13,7 @@ import pytest
 
 from operators.reward_service.remote import RemoteParams, RemoteVerifier, parse_answer
 from operators.score import OnError
-from rldag.errors import RowError
+from rldag.errors import InputError, RowError
 from rldag.operator import NodeContext
 
 
@@ -23,7 +23,7 @@ class Verifier:
 
     def __init__(self, faults: list[str] = (), slow_s: float = 1.0) -> None:
         self.faults, self.slow_s = list(faults), slow_s
-        self.requests, self.in_flight, self.max_in_flight = [], 0, 0
+        self.requests, self.tokens, self.in_flight, self.max_in_flight = [], [], 0, 0
         self.lock = threading.Lock()
         verifier = self
 
@@ -32,6 +32,7 @@ class Verifier:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with verifier.lock:
                     verifier.requests.append(body)
+                    verifier.tokens.append(self.headers.get("Authorization"))
                     fault = verifier.faults.pop(0) if verifier.faults else "ok"
                     verifier.in_flight += 1
                     verifier.max_in_flight = max(verifier.max_in_flight, verifier.in_flight)
@@ -153,3 +154,14 @@ def test_malformed_answers_are_error_rows():
     assert "no 'scores' list" in parse_answer([1, 2], 2)[0].error
     assert "without 'score'" in parse_answer({"scores": [{"s": 1}]}, 1)[0].error
     assert "nan" in parse_answer({"scores": [float("nan")]}, 1)[0].error
+
+
+def test_secret_headers_come_from_the_environment(verifier, monkeypatch):
+    server = verifier()
+    monkeypatch.setenv("VERIFIER_TOKEN", "Bearer s3cret")
+    _score(server.url, _rows(2), header_env={"Authorization": "VERIFIER_TOKEN"})
+    assert server.tokens == ["Bearer s3cret"]
+    monkeypatch.delenv("VERIFIER_TOKEN")
+    with pytest.raises(InputError) as info:
+        _score(server.url, _rows(2), header_env={"Authorization": "VERIFIER_TOKEN"})
+    assert info.value.path == "header_env.Authorization" and "VERIFIER_TOKEN" in info.value.message

@@ -141,4 +141,4 @@ def test_a_run_rewarded_only_by_the_tiny_rm_learns_addition(
             np.mean([compute_score("", r["response"], r["ground_truth"]) for r in rows])
         )
     first, last = np.mean(accuracy[:3]), np.mean(accuracy[-3:])
-    assert last >= 0.4 and last >= 2 * first, accuracy
+    assert last >= 0.35 and last >= 2 * first, accuracy

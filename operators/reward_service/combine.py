@@ -28,6 +28,7 @@ from rldag.spec import NodeKind
 
 KEYS = ("prompt_id", "sample_idx")
 PRIMARY = "rollouts"
+RESERVED = ("mean", "std")  # reward/mean and reward/std are the combined reward's metrics
 
 
 class CombineMode(StrEnum):
@@ -55,6 +56,12 @@ def check_components(params: CombineParams, inputs: Mapping[str, pa.Schema]) -> 
     names = [p for p in inputs if p != PRIMARY]
     if not names:
         raise InputError("no components: connect score nodes as more inputs", path="mode")
+    for name in names:
+        if name in RESERVED:
+            raise InputError(
+                f"a component may not be named '{name}' (its metric would be reward/{name})",
+                path="mode",
+            )
     for key in params.weights:
         if key not in names:
             raise InputError(
@@ -69,6 +76,11 @@ def check_components(params: CombineParams, inputs: Mapping[str, pa.Schema]) -> 
         )
     if params.gate and params.mode != CombineMode.gate:
         raise InputError(f"a gate needs mode: gate (mode is {params.mode})", path="gate")
+
+
+def component_columns(params: CombineParams, inputs: Mapping[str, pa.Schema]) -> tuple:
+    """`reward_<name>` per component, in port order (before `reward`)."""
+    return tuple(col(f"reward_{p}", pa.float32()) for p in inputs if p != PRIMARY)
 
 
 def combined(rewards: Mapping[str, np.ndarray], params: CombineParams) -> np.ndarray:
@@ -128,6 +140,7 @@ COMBINE = OperatorDef(
     adds=(col("reward"),),
     params=CombineParams,
     check_input=check_components,
+    adds_from_inputs=component_columns,
     max_workers=1,
     description="Composed rewards: weighted sum, product or gate of several score nodes.",
 )

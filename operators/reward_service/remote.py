@@ -12,6 +12,7 @@ many requests its batch took.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -44,8 +45,9 @@ class RemoteParams:
     timeout_s: float = 30.0  # per request
     retries: int = 3  # more attempts after the first (timeouts, connection errors, 429, 5xx)
     backoff_s: float = 0.5  # wait before retry k: backoff_s * 2**k
-    headers: dict[str, str] = field(default_factory=dict)  # e.g. a content type; keep secrets
-    # in the environment of the verifier's proxy, not in pipeline.yaml (it is stored)
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every request
+    header_env: dict[str, str] = field(default_factory=dict)  # header -> environment variable
+    # holding its value: secrets (the resolved pipeline, headers included, is stored)
     on_error: OnError = OnError.fail  # fail | zero | drop
 
     def __post_init__(self) -> None:
@@ -81,7 +83,15 @@ class RemoteVerifier:
 
     def __init__(self, params: RemoteParams) -> None:
         self.p = params
-        self.client = httpx.Client(timeout=params.timeout_s, headers=dict(params.headers))
+        headers = dict(params.headers)
+        for header, variable in params.header_env.items():
+            if variable not in os.environ:
+                raise InputError(
+                    f"environment variable {variable} (header {header}) is not set",
+                    path=f"header_env.{header}",
+                )
+            headers[header] = os.environ[variable]
+        self.client = httpx.Client(timeout=params.timeout_s, headers=headers)
         self.pool = ThreadPoolExecutor(params.concurrency, thread_name_prefix="rldag-remote")
 
     def _attempt(self, payload: dict, rows: int) -> tuple[list[RewardOutcome] | None, str]:
@@ -145,6 +155,7 @@ REMOTE = OperatorDef(
     ),
     params=RemoteParams,
     check_input=check_columns,
+    concurrency=lambda params: params.concurrency,  # bounded by its pool's max_concurrency
     stateful=True,
     streams=True,
     description="An HTTP verifier scores rows in batches (retries, timeout, on_error).",

@@ -26,6 +26,7 @@ from operators.prompts import chat_messages
 from operators.reward_call import RewardOutcome
 from operators.score import OnError, scored_table
 from operators.train.micro_batches import plan_sequences
+from rldag.errors import InputError
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import col, columns
 from rldag.spec import NodeKind, check_positive
@@ -127,7 +128,10 @@ class RewardModelScorer:
         self.model.eval()
         labels = self.model.config.num_labels
         if labels != 1:
-            raise ValueError(f"{params.model_path} has num_labels={labels}; a reward model has 1")
+            raise InputError(
+                f"{params.model_path} has num_labels={labels}; a reward model has one label",
+                path="model_path",
+            )
         self.pad_id = self.model.config.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.tokenizer.pad_token_id or self.tokenizer.eos_token_id
