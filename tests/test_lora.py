@@ -81,8 +81,9 @@ def test_training_changes_only_adapters_and_leaves_the_base_bit_identical(model_
     assert all(p.abs().max() > 0 for p in lora_b)  # initialised to 0, so they trained
 
 
-def test_the_weights_edge_carries_adapters_the_engine_serves_merged(model_dir):
-    trainer = lora_trainer(model_dir)
+@pytest.mark.parametrize("targets", [["all-linear"], ["q_proj", "v_proj"]])
+def test_the_weights_edge_carries_adapters_the_engine_serves_merged(model_dir, targets):
+    trainer = lora_trainer(model_dir, target_modules=targets)
     engine = TorchEngine.from_pretrained(str(model_dir))
     batch = pack(grpo_table(groups=6, seed=2), trainer.pad_id)
     full = sum(t.nbytes for t in engine.state_dict().values())
