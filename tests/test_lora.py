@@ -112,6 +112,32 @@ def test_a_rollout_server_loads_the_adapter_checkpoint_merged(model_dir, tmp_pat
     torch.testing.assert_close(merged, logits(trainer.model), atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
+def test_a_rollout_server_process_samples_from_the_merged_policy(model_dir, tmp_path):
+    from operators.rollout.sampling import SamplingParams
+    from operators.rollout.service import RolloutService
+
+    trainer = lora_trainer(model_dir)
+    trainer._step(pack(grpo_table(groups=6, seed=6), trainer.pad_id))
+    service = RolloutService(str(model_dir), servers=1, weights_dir=str(tmp_path / "w"))
+    try:
+        path = service.push(trainer.export_weights(), 1)
+        params = SamplingParams(n=2, max_new_tokens=6, ignore_eos=True)
+        ((completions, version),) = service.generate([[3, 4, 5]], params, [7])
+    finally:
+        service.close()
+    assert all(k.endswith((".lora_A", ".lora_B")) for k in load_file(path / "model.safetensors"))
+    assert version == 1
+    policy, base = trainer.model.eval(), base_model(model_dir)
+    for c in completions:  # the sampled tokens' log-probs are the trained policy's
+        ids = torch.tensor([[3, 4, 5, *c.token_ids]])
+        for model, close in ((policy, True), (base, False)):
+            with torch.no_grad():
+                logp = torch.log_softmax(model(input_ids=ids).logits[0, 2:-1], -1)
+            want = logp.gather(-1, torch.tensor(c.token_ids)[:, None]).squeeze(-1)
+            assert torch.allclose(want, torch.tensor(c.logprobs), atol=1e-4) is close
+
+
 def test_the_generate_node_reports_the_edge_size_and_time(tiny_task):
     model = str(tiny_task / "model")
     weights = lora_trainer(model).export_weights()
