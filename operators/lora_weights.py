@@ -71,6 +71,11 @@ def merged_weight(base: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch
     return (base.float() + delta).to(base.dtype)
 
 
+def merge_into(target: torch.Tensor, base: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """``target = base + b @ a`` in place, in `target`'s dtype (one pass over the weight)."""
+    torch.addmm(base, b.to(base.device, base.dtype), a.to(base.device, base.dtype), out=target)
+
+
 def merge(
     base: Mapping[str, torch.Tensor], adapter: Mapping[str, torch.Tensor]
 ) -> dict[str, torch.Tensor]:

@@ -27,7 +27,10 @@ from operators.rollout.weights import save_checkpoint
 from operators.train import distributed as dist_utils
 from operators.train.batch import pack
 from operators.train.lora import LoraParams
+from operators.train.loss import token_logprobs
 from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
+from operators.train.prefix_forward import response_logits
+from rldag.errors import SpecError
 from rldag.operator import NodeContext
 from tests.gloo_ranks import run_ranks
 from tests.test_train_speed_paths import grpo_table
@@ -81,8 +84,24 @@ def test_training_changes_only_adapters_and_leaves_the_base_bit_identical(model_
     assert all(p.abs().max() > 0 for p in lora_b)  # initialised to 0, so they trained
 
 
-def test_the_weights_edge_carries_adapters_the_engine_serves_merged(model_dir):
-    trainer = lora_trainer(model_dir)
+def test_with_kl_the_reference_is_the_base_model_without_a_copy(model_dir):
+    lora = LoraParams(**LORA)
+    trainer = PolicyGradientTrainer(
+        PolicyGradientParams(str(model_dir), lr=1e-2, kl_coef=0.1, lora=lora)
+    )
+    assert trainer.ref is None  # the policy with its adapters off
+    batch = pack(grpo_table(groups=6, seed=7), trainer.pad_id)
+    trainer._step(batch)
+    kl = trainer._step(batch)["kl"]
+    base_logits = response_logits(base_model(model_dir), batch, trainer.pad_id, False)
+    expected = token_logprobs(base_logits, batch.response_ids)
+    torch.testing.assert_close(trainer._ref_logprobs(batch, False), expected, atol=1e-5, rtol=0)
+    assert kl > 0  # the trained policy moved away from it
+
+
+@pytest.mark.parametrize("targets", [["all-linear"], ["q_proj", "v_proj"]])
+def test_the_weights_edge_carries_adapters_the_engine_serves_merged(model_dir, targets):
+    trainer = lora_trainer(model_dir, target_modules=targets)
     engine = TorchEngine.from_pretrained(str(model_dir))
     batch = pack(grpo_table(groups=6, seed=2), trainer.pad_id)
     full = sum(t.nbytes for t in engine.state_dict().values())
@@ -109,6 +128,32 @@ def test_a_rollout_server_loads_the_adapter_checkpoint_merged(model_dir, tmp_pat
     finally:
         loop.close()
     torch.testing.assert_close(merged, logits(trainer.model), atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_a_rollout_server_process_samples_from_the_merged_policy(model_dir, tmp_path):
+    from operators.rollout.sampling import SamplingParams
+    from operators.rollout.service import RolloutService
+
+    trainer = lora_trainer(model_dir)
+    trainer._step(pack(grpo_table(groups=6, seed=6), trainer.pad_id))
+    service = RolloutService(str(model_dir), servers=1, weights_dir=str(tmp_path / "w"))
+    try:
+        path = service.push(trainer.export_weights(), 1)
+        params = SamplingParams(n=2, max_new_tokens=6, ignore_eos=True)
+        ((completions, version),) = service.generate([[3, 4, 5]], params, [7])
+    finally:
+        service.close()
+    assert all(k.endswith((".lora_A", ".lora_B")) for k in load_file(path / "model.safetensors"))
+    assert version == 1
+    policy, base = trainer.model.eval(), base_model(model_dir)
+    for c in completions:  # the sampled tokens' log-probs are the trained policy's
+        ids = torch.tensor([[3, 4, 5, *c.token_ids]])
+        for model, close in ((policy, True), (base, False)):
+            with torch.no_grad():
+                logp = torch.log_softmax(model(input_ids=ids).logits[0, 2:-1], -1)
+            want = logp.gather(-1, torch.tensor(c.token_ids)[:, None]).squeeze(-1)
+            assert torch.allclose(want, torch.tensor(c.logprobs), atol=1e-4) is close
 
 
 def test_the_generate_node_reports_the_edge_size_and_time(tiny_task):
@@ -174,6 +219,13 @@ def test_lora_params_are_checked_with_key_paths(capsys, monkeypatch):
     err = " ".join(capsys.readouterr().err.split())
     assert "nodes.train.params.lora: LoRA needs the Python package 'peft'" in err
     assert "pip install 'rldag[lora]'" in err
+
+
+def test_target_modules_the_model_lacks_are_named_with_the_layers_it_has(model_dir):
+    with pytest.raises(SpecError) as err:
+        lora_trainer(model_dir, target_modules=["q_prj"])
+    assert err.value.path == "lora.target_modules"
+    assert "q_prj" in err.value.message and "q_proj, up_proj, v_proj" in err.value.message
 
 
 FSDP_PARAMS = {"grad_clip": 1e9, "micro_batch_tokens": 40, "loss_agg_mode": "seq-mean-token-sum"}

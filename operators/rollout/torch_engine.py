@@ -17,7 +17,7 @@ import torch
 from transformers import AutoTokenizer
 
 from operators.hf import load_causal_lm
-from operators.lora_weights import is_adapter, merged_weight, pairs
+from operators.lora_weights import is_adapter, merge_into, pairs
 from operators.rollout.batcher import ContinuousBatcher
 from operators.rollout.decoder import make_decoder
 from operators.rollout.rng import random_seed
@@ -113,10 +113,11 @@ class TorchEngine:
             for key, a, b in pairs(state_dict):
                 if key not in own:
                     raise KeyError(f"LoRA adapter for a layer the model lacks: {key!r}")
-                base = self.lora_base.setdefault(key, own[key].clone())
-                own[key].copy_(merged_weight(base, a, b))
+                if key not in self.lora_base:
+                    self.lora_base[key] = own[key].clone()
+                base = self.lora_base[key]
+                merge_into(own[key], base, a, b)
             return
-        self.lora_base.clear()  # full weights replace the base
         for name, tensor in state_dict.items():
             key = name
             while key not in own and key.startswith(_STATE_PREFIXES):
@@ -129,6 +130,7 @@ class TorchEngine:
                     f"{tuple(own[key].shape)}"
                 )
             own[key].copy_(tensor)
+            self.lora_base.pop(key, None)  # full weights replace the base
 
     def stop_ids(self, params: SamplingParams) -> list[int]:
         """Token ids that end a sequence under ``params``: eos (unless ignored) and stop ids."""

@@ -73,7 +73,18 @@ def apply_lora(model: torch.nn.Module, lora: LoraParams) -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing")  # peft's call
         torch.manual_seed(INIT_SEED)
-        return get_peft_model(model, config)
+        try:
+            return get_peft_model(model, config)
+        except ValueError as err:  # a name that matches no layer
+            linear = {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if _is_linear(m)}
+            raise SpecError(
+                f"{err} The model's linear layers: {', '.join(sorted(linear))}",
+                path="lora.target_modules",
+            ) from None
+
+
+def _is_linear(module: torch.nn.Module) -> bool:
+    return isinstance(module, torch.nn.Linear)
 
 
 def adapter_state(model: torch.nn.Module, distributed: bool) -> dict[str, torch.Tensor]:

@@ -30,13 +30,12 @@ from operators.algorithms.importance import ISConfig, ISLevel, ISMode, importanc
 from operators.algorithms.kl import KL_ESTIMATORS
 from operators.algorithms.policy_losses import POLICY_LOSSES, PolicyLossConfig
 from operators.hf import load_causal_lm
-from operators.lora_weights import is_adapter, payload, to_peft_names
-from operators.train import checkpoint
 from operators.train import distributed as dist_utils
 from operators.train import lora as lora_utils
 from operators.train.batch import PackedBatch, pack
 from operators.train.loss import entropy_from_logits, masked_mean, token_logprobs
 from operators.train.micro_batches import plan_micro_batches
+from operators.train.policy_state import PolicyState
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
 from rldag.errors import SpecError
 from rldag.operator import NodeContext, OperatorDef, Port
@@ -135,7 +134,7 @@ def correction(params: PolicyGradientParams) -> ISConfig | None:
     return None
 
 
-class PolicyGradientTrainer:
+class PolicyGradientTrainer(PolicyState):
     """Holds the policy, optional frozen reference and the optimizer for the whole run."""
 
     def __init__(self, params: PolicyGradientParams) -> None:
@@ -183,45 +182,6 @@ class PolicyGradientTrainer:
         self.shared_prefix = params.shared_prefix and supports_shared_prefix(self.model)
         self.aggregation = LOSS_AGGREGATIONS.get(params.loss_agg_mode)
         self.correction: ISConfig | None = None
-
-    def export_weights(self) -> dict[str, torch.Tensor]:
-        """The full policy weights, or with LoRA only the adapters (operators.lora_weights);
-        references on one worker; gathered on every rank of a sharded group, so all ranks
-        must call it."""
-        if self.lora is not None:
-            adapters = lora_utils.adapter_state(self.model, self.distributed)
-            return payload(adapters, self.lora.scaling)
-        return dist_utils.full_state_dict(self.model, self.distributed)
-
-    def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
-        if self.lora is not None and is_adapter(weights):
-            adapters = to_peft_names(weights, self.lora.scaling)
-            dist_utils.load_full_state_dict(self.model, adapters, self.distributed, strict=False)
-        else:
-            dist_utils.load_full_state_dict(self.model, weights, self.distributed)
-        self.policy_version = version
-
-    def save_checkpoint(self, path: str) -> None:
-        """Sharded model (with LoRA: adapters only) + optimizer state, policy version and RNG
-        (every rank calls it)."""
-        checkpoint.save(
-            path, self.model, self.optimizer, self.policy_version, self.rank, self.lora is not None
-        )
-
-    def load_checkpoint(self, path: str) -> None:
-        self.policy_version = checkpoint.load(
-            path, self.model, self.optimizer, self.rank, self.lora is not None
-        )
-
-    def export_hf(self, path: str) -> None:
-        """The policy as a Hugging Face directory (weights gathered; rank 0 writes); with
-        LoRA the adapter (peft's directory) and, with `lora.export_merged`, `merged/`."""
-        if self.lora is not None:
-            lora_utils.export_hf(path, self.model, self.distributed, self.rank, self.p)
-            return
-        weights = self.export_weights()
-        if self.rank == 0:
-            checkpoint.export_hf(path, self.model, weights, self.p.model_path)
 
     def _forward(self, mb: PackedBatch, shared: bool) -> torch.Tensor:
         """Response logits, under bf16 autocast when asked."""
