@@ -132,7 +132,7 @@ def test_apply_writes_overrides_that_validate(loader, tmp_path, capsys) -> None:
     assert written["pools"]["rollout"]["workers"] == 3
     assert main(["validate", str(loader.path), "-f", str(out)]) == 0
     loaded = load_pipeline(loader.path, read_overrides_file(out))
-    assert loaded.spec.pools.rollout.workers == 3 and loaded.spec.async_.max_staleness == 1
+    assert loaded.spec.pools.named["rollout"].workers == 3 and loaded.spec.async_.max_staleness == 1
 
 
 def test_an_impossible_cluster_exits_2(loader, tmp_path, capsys) -> None:
