@@ -106,6 +106,8 @@ class OperatorDef:
     emits_chunks: bool = False  # its instances are StreamingOperators (generate)
     concurrency: Callable[[Any], int] | None = None  # calls at once per worker, from params
     output_schema: Callable[[Any], pa.Schema] | None = None  # sources: schema from the data
+    preflight: Callable[[Any], None] | None = None  # params -> checks before compute (the
+    # model's chat template): raises InputError with a key path relative to the params
     description: str = ""
 
     @property
