@@ -91,14 +91,14 @@ def test_the_sample_conversation_calls_the_first_tool_with_typed_arguments():
         },
     }
     messages = sample_conversation([tool])
-    call = messages[2]["tool_calls"][0]["function"]
-    assert call == {"name": "lookup", "arguments": {"key": "37+58", "n": 37}}
     assert (
         '<tool_call>{"name": "lookup", "arguments": {"key": "37+58", "n": 37}}'
         in (messages[2]["content"])
     )
     assert messages[3] == {"role": "tool", "name": "lookup", "content": "95"}
-    assert sample_conversation()[2]["tool_calls"][0]["function"]["name"] == "python"
+    assert (
+        '{"name": "python", "arguments": {"code": "37+58"}}' in sample_conversation()[2]["content"]
+    )
 
 
 def stripping_model(tiny_task: Path, tmp_path: Path) -> Path:

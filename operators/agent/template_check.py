@@ -57,10 +57,7 @@ def sample_conversation(tools: Sequence[Schema] = ()) -> list[Message]:
         {
             "role": "assistant",
             "content": f"<think>58+37 is 95</think><tool_call>{call}</tool_call>",
-            "tool_calls": [
-                {"type": "function", "function": {"name": name, "arguments": arguments}}
-            ],
-        },
+        },  # as the agent loop renders a turn: the sampled text, calls included
         {"role": "tool", "name": name, "content": "95"},
         {"role": "assistant", "content": "<think>the tool says 95</think>95"},
         {"role": "user", "content": "95+1="},  # feedback as a user turn (environments)
@@ -71,10 +68,11 @@ def sample_conversation(tools: Sequence[Schema] = ()) -> list[Message]:
 def _render(
     tokenizer: Any, messages: list[Message], tools: Sequence[Schema] | None, prompt: bool
 ) -> list[int]:
-    text = tokenizer.apply_chat_template(
-        messages, tools=list(tools) if tools else None, add_generation_prompt=prompt, tokenize=False
+    ids = tokenizer.apply_chat_template(
+        messages, tools=list(tools) if tools else None, add_generation_prompt=prompt, tokenize=True
     )
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    ids = ids["input_ids"] if isinstance(ids, Mapping) else ids  # transformers 5: a mapping
+    return [int(i) for i in ids]
 
 
 def _snippet(tokenizer: Any, ids: Sequence[int]) -> str:
