@@ -19,13 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from operators.agent.environment import AssistantTurn, Message, StepResult
+from operators.agent.text_actions import integers, visible_text
 from rldag.errors import SpecError
 from rldag.registry import import_target
 
 Formatter = Callable[[Any, Any], str]  # (observation, env) -> message text
 Parser = Callable[[str, Any], Any]  # (assistant text, action space) -> action
-THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_INTEGER = re.compile(r"-?\d+")
 _HIGHLIGHT = re.compile(r"\x1b\[4[0-7]m(.*?)\x1b\[0m")  # ansi renderings mark the agent so
 _ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -54,14 +53,14 @@ def discrete_parser(names: Sequence[str] = ()) -> Parser:
         expected = f"an integer in {start}..{start + n - 1}"
         if words:
             expected += " or one of " + ", ".join(words)
-        said = THINK.sub("", text).lower()
-        found = [(m.start(), m.group()) for m in _INTEGER.finditer(said)]
+        said = visible_text(text).lower()
+        found = integers(said)
         for index, word in enumerate(words):
             for m in re.finditer(rf"\b{re.escape(word)}\b", said):
-                found.append((m.start(), str(start + index)))
+                found.append((m.start(), start + index))
         if not found:
             raise ValueError(f"expected {expected}, found none")
-        value = int(max(found)[1])
+        value = max(found)[1]
         if not start <= value < start + n:
             raise ValueError(f"expected {expected}, got {value}")
         return value
