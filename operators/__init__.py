@@ -4,6 +4,7 @@ Importing this package registers them (it is the `rldag.operators` entry point).
 """
 
 from operators.advantage import ADVANTAGE, GRPO_ADVANTAGE
+from operators.agent.loop import AGENT_LOOP
 from operators.data.dataset import DATASET
 from operators.data.hf_dataset import HF_DATASET
 from operators.dynamic_sampling import DYNAMIC_SAMPLING
@@ -24,6 +25,7 @@ for _op in (
     DATASET,
     HF_DATASET,
     TORCH_ENGINE,
+    AGENT_LOOP,
     SANDBOX_PYTHON,
     PASS_RATE,
     GRPO_ADVANTAGE,

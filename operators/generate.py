@@ -1,68 +1,37 @@
 """`torch_engine` generate operator: n samples per prompt from the rollout pool.
 
 Expands each prompt row into its n samples (grouped, in order) and adds the generate columns of
-the vocabulary. ``engine`` picks where sampling runs: ``torch`` in this process (the policy copy
-is updated in memory along the weights edge: the colocated case), ``server`` on N local rldag
-rollout servers, ``sglang`` on N SGLang servers (both behind ``RolloutService``: the weights
-edge writes a checkpoint directory and calls ``/update_weights_from_disk``). Every row's
-``policy_version`` is the version of the weights that generated it.
+the vocabulary. Where sampling runs (``engine``: torch, server, sglang) and how weights reach it
+is operators/policy_engine.py. Every row's ``policy_version`` is the version of the weights
+that generated it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from omegaconf import MISSING
 
-from operators.prompt_checks import check_prompt_lengths, model_context
+from operators.policy_engine import EngineParams, PolicyEngine
+from operators.prompt_checks import check_prompt_lengths
 from operators.prompts import MOSTLY_UNKNOWN, encode_prompt, lost_fraction, prompt_text
-from rldag.errors import SpecError
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import columns
-from rldag.spec import NodeKind, check_choice, check_positive
-
-if TYPE_CHECKING:  # torch is imported where generation runs, not when the pipeline loads
-    from operators.rollout.sampling import SamplingParams
-
-ENGINES = ("torch", "server", "sglang")
+from rldag.spec import NodeKind, check_positive
 
 
 @dataclass
-class GenerateParams:
+class GenerateParams(EngineParams):
     """Parameters of the `torch_engine` generate operator (SGLang-style sampling params)."""
 
-    model_path: str = MISSING  # HF model directory (from_pretrained)
-    n: int = 1  # samples per prompt (the GRPO group size)
-    temperature: float = 1.0  # 0 = greedy
-    top_p: float = 1.0
-    top_k: int = -1  # -1 = off
     max_new_tokens: int = 16
-    stop: list[str] = field(default_factory=list)  # stop strings
-    stop_token_ids: list[int] = field(default_factory=list)  # in addition to EOS
-    ignore_eos: bool = False  # decode past eos up to max_new_tokens (benchmarks)
-    max_batch_size: int = 256  # sequences decoded together (per engine / server)
-    device: str = "cpu"
-    engine: str = "torch"  # torch (in process) | server (rldag servers) | sglang
-    servers: int = 2  # rollout servers to start for engine server | sglang
-    server_urls: list[str] = field(default_factory=list)  # use running servers instead
-    server_threads: int = 1  # torch threads per rldag rollout server
-    weights_dir: str = ""  # where policy versions are written for servers ("" = a temp dir)
-    request_timeout_s: float = 600.0  # per /generate request, then it is re-sent elsewhere
-    sglang_args: list[str] = field(default_factory=list)  # extra sglang.launch_server flags
 
     def __post_init__(self) -> None:
-        check_positive("n", self.n)
+        super().__post_init__()
         check_positive("max_new_tokens", self.max_new_tokens)
-        check_positive("temperature", self.temperature, allow_zero=True)
-        check_positive("servers", self.servers)
-        check_positive("server_threads", self.server_threads)
-        check_choice("engine", self.engine, ENGINES)
-        if not 0 < self.top_p <= 1:
-            raise SpecError(f"must be in (0, 1], got {self.top_p}", path="top_p")
 
 
 def rollout_table(
@@ -99,53 +68,8 @@ def rollout_table(
     return table
 
 
-class TorchGenerate:
+class TorchGenerate(PolicyEngine):
     """Tokenises prompts, samples on the chosen engine, and builds the rollout table."""
-
-    def __init__(self, params: GenerateParams) -> None:
-        self.p = params
-        self.policy_version = 0
-        self.context = model_context(params.model_path)  # prompt + answer must fit in it
-        self.engine = self.service = None
-        if params.engine == "torch":
-            from operators.rollout.torch_engine import TorchEngine
-
-            self.engine = TorchEngine.from_pretrained(
-                params.model_path, device=params.device, max_batch_size=params.max_batch_size
-            )
-            self.tokenizer = self.engine.tokenizer
-        else:
-            from transformers import AutoTokenizer
-
-            from operators.rollout.service import RolloutService
-
-            self.tokenizer = AutoTokenizer.from_pretrained(params.model_path)
-            self.service = RolloutService(
-                params.model_path,
-                engine=params.engine,
-                servers=params.servers,
-                server_urls=params.server_urls,
-                threads=params.server_threads,
-                max_batch_size=params.max_batch_size,
-                weights_dir=params.weights_dir,
-                timeout_s=params.request_timeout_s,
-                sglang_args=tuple(params.sglang_args),
-            )
-
-    def export_weights(self) -> dict:
-        return self.engine.state_dict() if self.engine is not None else self.service.weights()
-
-    def load_weights(self, weights: dict | str, version: int) -> None:
-        """In process: copy the tensors; servers: push a checkpoint (or a checkpoint dir)."""
-        if self.engine is not None:
-            self.engine.load_state_dict(weights)
-        else:
-            self.service.push(weights, version)
-        self.policy_version = version
-
-    def close(self) -> None:
-        if self.service is not None:
-            self.service.close()
 
     def _encode(self, prompts: pa.Table, ctx: NodeContext) -> list[list[int]]:
         """Token ids per prompt row; warns (naming the node) when prompts are mostly
@@ -173,25 +97,6 @@ class TorchGenerate:
             )
         return ids
 
-    def _sampling(self, ctx: NodeContext) -> tuple[SamplingParams, int]:
-        """The iteration's sampling params and its base seed for server groups: a pure
-        function of (seed, iteration)."""
-        from operators.rollout.sampling import SamplingParams
-
-        seeds = np.random.SeedSequence([ctx.seed, ctx.iteration]).generate_state(2, np.uint64)
-        params = SamplingParams(
-            n=self.p.n,
-            temperature=self.p.temperature,
-            top_p=self.p.top_p,
-            top_k=self.p.top_k,
-            max_new_tokens=self.p.max_new_tokens,
-            stop=tuple(self.p.stop),
-            stop_token_ids=tuple(self.p.stop_token_ids),
-            ignore_eos=self.p.ignore_eos,
-            seed=int(seeds[0] >> np.uint64(1)),
-        )
-        return params, int(seeds[1] >> np.uint64(1))
-
     def stream(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> Iterator[pa.Table]:
         """Rollout tables of `ctx.chunk_groups` finished prompt groups at a time (0: one
         table), each in prompt order; the rows do not depend on the chunking."""
@@ -205,7 +110,7 @@ class TorchGenerate:
             ctx.iteration,
             prompts["prompt_id"].to_pylist(),
         )
-        params, base = self._sampling(ctx)
+        params, base = self.sampling(ctx, self.p.max_new_tokens)
         if self.engine is None:  # servers answer whole requests
             seeds = [(base + i * 0x9E3779B97F4A7C15) % (1 << 63) for i in range(len(prompt_ids))]
             answers = self.service.generate(prompt_ids, params, seeds)

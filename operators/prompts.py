@@ -50,6 +50,22 @@ def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
     )
 
 
+def render_chat(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    generation: bool = True,
+) -> list[int]:
+    """Token ids of chat ``messages`` through the chat template (``tools=`` listed by it),
+    with the generation prompt appended when ``generation``."""
+    return _ids(
+        tokenizer.apply_chat_template(
+            list(messages), tools=tools, add_generation_prompt=generation, tokenize=True
+        )
+    )
+
+
 def lost_fraction(tokenizer: Any, text: str, ids: Sequence[int]) -> float:
     """Share of `text`'s non-space characters that do not come back from its ids: unknown
     tokens and characters the tokenizer dropped (0 for a byte-level BPE)."""

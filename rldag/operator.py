@@ -29,6 +29,19 @@ class Port:
     optional: bool = False
 
 
+@dataclass(frozen=True)
+class PoolReservation:
+    """A pool's Ray placement group lent to an operator for actors it starts itself (an agent's
+    environments on the environment pool): ``cpus`` per bundle are free for them (0 when pool
+    workers hold the bundles)."""
+
+    pool: str
+    placement_group: Any
+    bundles: int
+    cpus: float
+    max_concurrency: int  # the pool's bound (0: none)
+
+
 @dataclass
 class NodeContext:
     """What an operator may know about where it runs; nothing about the orchestrator."""
@@ -40,6 +53,7 @@ class NodeContext:
     rank: int = 0  # this worker's index in its worker group
     world_size: int = 1  # workers in the group
     chunk_groups: int = 0  # a streaming operator emits this many prompt groups at a time
+    companion: PoolReservation | None = None  # on Ray: the operator's companion pool
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("rldag.ops"))
 
 
@@ -105,6 +119,8 @@ class OperatorDef:
     streams: bool = False  # runs per chunk of prompt groups (starts on its input's first chunk)
     emits_chunks: bool = False  # its instances are StreamingOperators (generate)
     concurrency: Callable[[Any], int] | None = None  # calls at once per worker, from params
+    companion_pool: PoolName | None = None  # a pool it starts its own actors on (concurrency
+    # is then bounded by that pool's max_concurrency): an agent's environments
     output_schema: Callable[[Any], pa.Schema] | None = None  # sources: schema from the data
     preflight: Callable[[Any], None] | None = None  # params -> checks before compute (the
     # model's chat template): raises InputError with a key path relative to the params

@@ -50,6 +50,7 @@ class WorkerGroup:
     strategy: PlacementStrategy
     nodes: list[str] = field(default_factory=list)  # graph nodes it runs
     max_concurrency: int = 0
+    companions: list[str] = field(default_factory=list)  # nodes whose own actors it hosts
 
     @property
     def colocated(self) -> bool:
@@ -142,14 +143,25 @@ def _check_node(graph: Graph, name: str, group: WorkerGroup, where: str) -> None
             path=f"pools.{pool}.workers",
             where=where,
         )
+    if node.op.companion_pool is None:
+        _check_concurrency(graph, name, group, group, where)
+
+
+def _check_concurrency(
+    graph: Graph, name: str, runs: WorkerGroup, bound: WorkerGroup, where: str
+) -> None:
+    """The node's calls at once over the workers of `runs` must fit the pool bound of `bound`
+    (its own pool, or the companion pool its actors live on)."""
+    node = graph.nodes[name]
     per_worker = node.op.concurrency(node.params) if node.op.concurrency else None
-    if group.max_concurrency and per_worker is not None:
-        total = per_worker * group.workers
-        if total > group.max_concurrency:
+    if bound.max_concurrency and per_worker is not None:
+        total = per_worker * runs.workers
+        if total > bound.max_concurrency:
+            key = "max_concurrency" if node.op.companion_pool else "concurrency"
             raise PlacementError(
-                f"{group.workers} worker(s) x concurrency {per_worker} = {total} exceeds "
-                f"pools.{node.pool.value}.max_concurrency={group.max_concurrency}",
-                path=f"nodes.{name}.params.concurrency",
+                f"{runs.workers} worker(s) x concurrency {per_worker} = {total} exceeds "
+                f"pools.{bound.pools[0]}.max_concurrency={bound.max_concurrency}",
+                path=f"nodes.{name}.params.{key}",
                 where=where,
             )
 
@@ -207,9 +219,15 @@ def plan_placement(
             continue
         group = next(g for g in groups.values() if node.pool.value in g.pools)
         group.nodes.append(name)
-    used = {k: g for k, g in groups.items() if g.nodes}
+        if node.op.companion_pool is not None:
+            pool = node.op.companion_pool.value
+            next(g for g in groups.values() if pool in g.pools).companions.append(name)
+    used = {k: g for k, g in groups.items() if g.nodes or g.companions}
     for group in used.values():
         for name in group.nodes:
             _check_node(graph, name, group, where)
+        for name in group.companions:
+            runs = next(g for g in used.values() if name in g.nodes)
+            _check_concurrency(graph, name, runs, group, where)
     _fit(list(used.values()), cluster, where)
     return Placement(used, driver, cluster)

@@ -71,6 +71,16 @@ def _weights_route(graph: Graph, placement: Placement, transport: WeightsTranspo
     return lines
 
 
+def _companion_bound(graph: Graph, placement: Placement, name: str) -> str:
+    """How many calls of `name` run at once over its workers (its actors' bound)."""
+    node = graph.nodes[name]
+    if node.op.concurrency is None:
+        return "unbounded"
+    per_worker = node.op.concurrency(node.params)
+    workers = placement.group_of(name).workers
+    return f"at most {per_worker * workers} at once: {workers} worker(s) x {per_worker}"
+
+
 def print_placement(
     console: Console, loaded: LoadedPipeline, graph: Graph, placement: Placement
 ) -> None:
@@ -86,10 +96,12 @@ def print_placement(
         bundle = ", ".join(f"{k}: {v:g}" for k, v in group.bundle.items())
         line = (
             f"  pool {group.name}  {mode}  placement group {group.workers} x {{{bundle}}} "
-            f"{group.strategy.value}  workers {group.workers}  runs {', '.join(group.nodes)}"
+            f"{group.strategy.value}  workers {group.workers}  runs {', '.join(group.nodes) or '-'}"
         )
         if group.max_concurrency:
             line += f"  max concurrency {group.max_concurrency}"
+        for name in group.companions:
+            line += f"  hosts {name}'s actors ({_companion_bound(graph, placement, name)})"
         console.print(line, markup=False, highlight=False)
     console.print(
         f"  driver  runs {', '.join(placement.driver_nodes) or 'nothing'}", highlight=False

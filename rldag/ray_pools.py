@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -25,7 +26,7 @@ from rldag.dispatch import (
 from rldag.errors import PlacementError
 from rldag.graph import Graph, Node
 from rldag.log_capture import replay
-from rldag.operator import NodeContext
+from rldag.operator import NodeContext, PoolReservation
 from rldag.placement import Cluster, ClusterNode, Placement, WorkerGroup
 from rldag.pools import InProcessPools, NodeRunner, WeightsSnapshot
 from rldag.spec import PipelineSpec, RaySpec, WeightsSpec
@@ -82,6 +83,7 @@ class RayPools:
         self._driver = InProcessPools()
         self._edges = BroadcastEdges(weights or WeightsSpec())  # split weights edges
         self._workers: dict[str, list] = {}
+        self._reservations: dict[str, PoolReservation] = {}  # by group: lent to companions
         self._pgs = []
         actor_cls = ray.remote(PoolWorker)
         for group in placement.groups.values():
@@ -95,6 +97,12 @@ class RayPools:
                     f"{group.name} within {READY_TIMEOUT_S}s",
                     path=f"pools.{group.pools[0]}",
                 ) from None
+            self._reservations[group.name] = PoolReservation(
+                group.name, pg, group.workers, 0.0 if group.nodes else group.cpus,
+                group.max_concurrency,
+            )  # fmt: skip
+            if not group.nodes:  # only other nodes' own actors live here
+                continue
             self._workers[group.name] = [
                 actor_cls.options(
                     num_cpus=group.cpus,
@@ -124,6 +132,13 @@ class RayPools:
 
     def _group(self, node: Node) -> WorkerGroup | None:
         return self.placement.group_of(node.name)
+
+    def _lend(self, node: Node, ctx: NodeContext) -> NodeContext:
+        """`ctx` with the reservation of the node's companion pool (if it has one)."""
+        for name, group in self.placement.groups.items():
+            if node.name in group.companions:
+                return replace(ctx, companion=self._reservations[name])
+        return ctx
 
     def _dispatch(
         self, node: Node, inputs: Mapping[str, pa.Table]
@@ -161,6 +176,7 @@ class RayPools:
             self.operator_seconds[node.name] = self._driver.operator_seconds[node.name]
             return out
         workers, primary, table, rest, selections, ref = self._dispatch(node, inputs)
+        ctx = self._lend(node, ctx)
         refs = [
             w.run.remote(node, rest, ctx, primary, ref, sel)
             for w, sel in zip(workers, selections, strict=False)
@@ -188,6 +204,7 @@ class RayPools:
             yield from self._driver.stream(node, inputs, ctx)
             return
         workers, primary, _, rest, selections, ref = self._dispatch(node, inputs)
+        ctx = self._lend(node, ctx)
         streams = [
             w.stream.options(num_returns="streaming").remote(node, rest, ctx, primary, ref, sel)
             for w, sel in zip(workers, selections, strict=False)

@@ -35,6 +35,16 @@ class AssistantTurn:
     parse_errors: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class CallRecord:
+    """What one tool call did: stored with the trajectory (``tool_calls`` column)."""
+
+    name: str
+    arguments: str  # JSON
+    error: str = ""  # empty when the call returned a usable result
+    seconds: float = 0.0
+
+
 @dataclass
 class StepResult:
     """The environment's answer to one assistant turn."""
@@ -43,6 +53,8 @@ class StepResult:
     reward: float = 0.0  # this turn's reward (summed into the episode reward)
     done: bool = False  # the episode ends here (finish_reason env_done)
     info: dict[str, Any] = field(default_factory=dict)  # JSON-able, stored with the turn
+    calls: list[CallRecord] = field(default_factory=list)  # tool calls this step ran
+    errors: list[str] = field(default_factory=list)  # tool/parse errors (on_tool_error decides)
 
 
 @runtime_checkable

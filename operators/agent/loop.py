@@ -1,0 +1,138 @@
+"""`agent_loop` generate operator: n multi-turn episodes per prompt, token in / token out.
+
+Each prompt row starts ``n`` episodes (its GRPO group); each episode alternates a model turn
+(on the node's engine, operators/policy_engine.py) and an environment step (on the environment
+pool, operators/agent/hosting.py) until a budget or the environment ends it
+(operators/agent/episode.py). Up to ``max_concurrency`` episodes are in flight at once and their
+turns batch together in the engine while tools run. Finished groups stream out as chunks; the
+table has the generate columns plus ``response_mask`` and the trajectory (operators/agent/
+table.py). Weights arrive along the weights edge as for ``torch_engine``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+
+from operators.agent.episode import Episode, EpisodeRunner
+from operators.agent.hosting import start_hosts
+from operators.agent.params import AgentParams
+from operators.agent.parsers import tool_parser
+from operators.agent.samplers import LoopTurns, ServerTurns
+from operators.agent.table import agent_columns, agent_table
+from operators.policy_engine import PolicyEngine
+from operators.prompts import chat_messages
+from rldag.operator import NodeContext, OperatorDef, Port
+from rldag.schema import columns
+from rldag.spec import NodeKind, PoolName
+
+
+def turn_seed(base: int, prompt: int, sample: int, turn: int) -> int:
+    """The sampling seed of one turn of one episode: a pure function of its position."""
+    state = np.random.SeedSequence([base, prompt, sample, turn]).generate_state(1, np.uint64)
+    return int(state[0] >> np.uint64(1))
+
+
+def prompt_messages(prompt: str | list) -> list[dict]:
+    """A row's prompt as chat messages (a plain string is one user message)."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    return chat_messages(prompt)
+
+
+class AgentLoop(PolicyEngine):
+    """Runs the episodes of a prompt table and builds their rollout table."""
+
+    def __init__(self, params: AgentParams) -> None:
+        super().__init__(params)
+        self.parse = tool_parser(params.tool_parser)
+        self.hosts = None  # started on the first call (on Ray: needs the pool reservation)
+
+    def close(self) -> None:
+        if self.hosts is not None:
+            self.hosts.shutdown()
+            self.hosts = None
+        super().close()
+
+    def stream(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> Iterator[pa.Table]:
+        """Tables of ``ctx.chunk_groups`` finished prompt groups at a time (0: one table), each
+        in prompt order; the rows do not depend on the chunking."""
+        prompts = inputs["prompts"]
+        if self.hosts is None:
+            self.hosts = start_hosts(self.p, ctx.companion)
+        params, base = self.sampling(ctx, self.p.max_tokens_per_turn)
+        params = replace(params, n=1)
+        if self.engine is not None:
+            turns = LoopTurns(self.engine, self.policy_version)
+        else:
+            turns = ServerTurns(self.service)
+
+        def episode(i: int, k: int) -> Episode:
+            def sample(ids: list[int], budget: int, turn: int, left: float | None):
+                per_turn = replace(params, max_new_tokens=budget)
+                return turns.sample(ids, per_turn, turn_seed(base, i, k, turn), left)
+
+            key = f"{ctx.node}/{ctx.rank}/{ctx.iteration}/{i}/{k}"
+            return runner.run(key, rows[i], prompt_messages(rows[i]["prompt"]), sample)
+
+        runner = EpisodeRunner(self.p, self.tokenizer, self.parse, self.hosts, self.context)
+        rows = prompts.to_pylist()
+        n = self.p.n
+        try:
+            with ThreadPoolExecutor(self.p.max_concurrency, "rldag-episode") as pool:
+                running = {
+                    pool.submit(episode, i, k): (i, k) for i in range(len(rows)) for k in range(n)
+                }
+                done: dict[int, list[Episode | None]] = {}
+                ready: list[int] = []
+                size = ctx.chunk_groups or len(rows)
+                while running:
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        i, k = running.pop(future)
+                        group = done.setdefault(i, [None] * n)
+                        group[k] = future.result()
+                        if all(e is not None for e in group):
+                            ready.append(i)
+                    while len(ready) >= size or (ready and not running):
+                        chunk, ready = sorted(ready[:size]), ready[size:]
+                        groups = [done.pop(i) for i in chunk]
+                        yield agent_table(prompts.take(chunk), groups, self.policy_version)
+        finally:
+            turns.close()
+
+    def __call__(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
+        (table,) = self.stream(inputs, replace(ctx, chunk_groups=0))
+        return table
+
+
+AGENT_LOOP = OperatorDef(
+    name="agent_loop",
+    kind=NodeKind.generate,
+    factory=AgentLoop,
+    ports=(
+        Port("prompts", columns("prompt_id", "prompt")),
+        Port("weights", weights=True, optional=True),
+    ),
+    adds=columns(
+        "sample_idx",
+        "response",
+        "prompt_ids",
+        "response_ids",
+        "response_logprobs",
+        "finish_reason",
+        "policy_version",
+        "policy_version_max",
+    )
+    + agent_columns(),
+    params=AgentParams,
+    stateful=True,
+    emits_chunks=True,
+    concurrency=lambda params: params.max_concurrency,
+    companion_pool=PoolName.environment,
+    description="Multi-turn episodes with tools or environments, token in / token out.",
+)

@@ -1,0 +1,51 @@
+"""One model turn for one episode, on the engine the node uses, called from many episodes'
+threads at once so that their turns batch together.
+
+In process the ``TorchEngine`` runs behind an ``EngineLoop`` (its continuous batcher on one
+thread: a turn submitted while others decode joins the running batch); on rollout servers each
+turn is one ``/generate`` request, batched by the server the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from operators.rollout.engine_loop import EngineLoop, GenerateItem
+from operators.rollout.sampling import Completion, SamplingParams
+
+
+class LoopTurns:
+    """Turns on an in-process engine through an ``EngineLoop`` (closed after the call)."""
+
+    def __init__(self, engine: Any, version: int) -> None:
+        self.engine = engine
+        self.loop = EngineLoop(engine, weight_version=str(version))
+
+    def sample(
+        self, ids: list[int], params: SamplingParams, seed: int, timeout_s: float | None
+    ) -> tuple[Completion, int]:
+        future = self.loop.generate([GenerateItem(ids, params, seed, 0)])
+        results, version = future.result(timeout=timeout_s)
+        return results[0][0], int(version)
+
+    def close(self) -> None:
+        self.loop.close()
+        self.engine.batcher.abort_all()  # turns of episodes that timed out
+        self.engine.batcher.weight_version = None
+
+
+class ServerTurns:
+    """Turns on rollout servers (ours or SGLang) through the node's ``RolloutService``."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+
+    def sample(
+        self, ids: list[int], params: SamplingParams, seed: int, timeout_s: float | None
+    ) -> tuple[Completion, int]:
+        ((completions, version),) = self.service.generate([ids], replace(params, n=1), [seed])
+        return completions[0], int(version)
+
+    def close(self) -> None:
+        pass
