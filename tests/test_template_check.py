@@ -121,9 +121,9 @@ def test_validate_and_run_refuse_the_template_naming_node_key_and_turn(
             "prompts": {"kind": "source", "op": "dataset", "params": {"path": str(dataset)}},
             "agent": {
                 "kind": "generate",
-                "op": "tests.agent_user_code:TEMPLATE_CHECKED",
+                "op": "agent_loop",
                 "inputs": {"prompts": "prompts"},
-                "params": {"model_path": "${model.path}"},
+                "params": {"model_path": "${model.path}", "tools": ["python"]},
             },
         },
     }

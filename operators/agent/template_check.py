@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.agent.environment import Message
+from operators.prompts import render_chat
 from rldag.errors import InputError
 
 Schema = Mapping[str, Any]  # an OpenAI-style tool schema {"type": "function", "function": ...}
@@ -65,16 +66,6 @@ def sample_conversation(tools: Sequence[Schema] = ()) -> list[Message]:
     ]
 
 
-def _render(
-    tokenizer: Any, messages: list[Message], tools: Sequence[Schema] | None, prompt: bool
-) -> list[int]:
-    ids = tokenizer.apply_chat_template(
-        messages, tools=list(tools) if tools else None, add_generation_prompt=prompt, tokenize=True
-    )
-    ids = ids["input_ids"] if isinstance(ids, Mapping) else ids  # transformers 5: a mapping
-    return [int(i) for i in ids]
-
-
 def _snippet(tokenizer: Any, ids: Sequence[int]) -> str:
     text = tokenizer.decode(list(ids[:12]))
     return repr(text if len(ids) <= 12 else text + "…")
@@ -92,6 +83,7 @@ def check_chat_template(
 
     Turn k is rendered as the agent loop renders it: messages 1..k, with the generation prompt
     when the model speaks next; the prompt is messages up to the first user message."""
+    tools = list(tools) if tools else None
     messages = messages or sample_conversation(tools or ())
     if getattr(tokenizer, "chat_template", None) is None:
         raise InputError("the tokenizer has no chat template (multi-turn needs one)", path=key)
@@ -100,7 +92,7 @@ def check_chat_template(
     for k in range(first, len(messages) + 1):
         speaks_next = k < len(messages) and messages[k]["role"] == "assistant"
         try:
-            ids = _render(tokenizer, messages[:k], tools, speaks_next)
+            ids = render_chat(tokenizer, messages[:k], tools=tools, generation=speaks_next)
         except Exception as err:  # jinja errors, missing roles: say which turn
             raise InputError(
                 f"the chat template fails to render turn {k} ({messages[k - 1]['role']}): "
@@ -134,3 +126,14 @@ def check_model_template(model_path: str, tools: Sequence[Schema] | None = None)
         message = f"cannot load a tokenizer from {model_path!r}: {err}"
         raise InputError(message, path="model_path") from None
     check_chat_template(tokenizer, tools)
+
+
+def check_agent_template(params: Any) -> None:
+    """The preflight of a multi-turn operator whose params have ``model_path`` and ``tools``
+    (a tool environment: their schemas go to the template; otherwise the sample calls a
+    ``python`` tool)."""
+    from operators.agent.factory import load_tools
+    from operators.agent.tools import tool_schema
+
+    tools = load_tools(params) if getattr(params, "tools", None) else []
+    check_model_template(params.model_path, [tool_schema(t) for t in tools] or None)
