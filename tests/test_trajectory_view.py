@@ -1,7 +1,7 @@
 """Seeing multi-turn episodes: `rldag inspect RUN --node N --trajectory K` prints one episode
 turn by turn from the stored table, and the sample-rollouts artifact's Markdown shows whole
 trajectories (rldag/trajectory.py, rldag/report.py). The table has the trajectory columns of
-the `agent_loop` operator (operators/agent/table.py)."""
+the `agent_loop` operator (operators/agent/table.py: AGENT_COLUMNS)."""
 
 from __future__ import annotations
 
@@ -11,29 +11,17 @@ import pyarrow as pa
 import pytest
 
 from flows.cli import main
+from operators.agent.table import AGENT_COLUMNS
 from rldag.report import rollouts_markdown, sample_rollouts
 from rldag.storage import Storage
 from rldag.trajectory import trajectory
 
 RUN = "agent-20261201-120000-abcd"
-S, I32, F32 = pa.string(), pa.int32(), pa.float32()
-MESSAGE = pa.struct([("role", S), ("content", S), ("name", S), ("tool_calls", S)])
-TURN = pa.struct(
-    [("start", I32), ("model_end", I32), ("end", I32), ("generate_seconds", F32),
-     ("env_seconds", F32), ("reward", F32), ("policy_version", pa.int64()), ("finish", S),
-     ("errors", pa.list_(S))]
+BASE = pa.schema(
+    [("prompt_id", pa.int64()), ("sample_idx", pa.int32()), ("prompt", pa.string()),
+     ("response", pa.string()), ("finish_reason", pa.string()), ("policy_version", pa.int64())]
 )  # fmt: skip
-TOOL_CALL = pa.struct(
-    [("turn", I32), ("name", S), ("arguments", S), ("error", S), ("seconds", F32)]
-)
-SCHEMA = pa.schema(
-    [("prompt_id", pa.int64()), ("sample_idx", I32), ("prompt", S), ("response", S),
-     ("finish_reason", S), ("policy_version", pa.int64()), ("messages", pa.list_(MESSAGE)),
-     ("num_turns", I32), ("turn_rewards", pa.list_(F32)), ("reward", F32),
-     ("turns", pa.list_(TURN)), ("tool_calls", pa.list_(TOOL_CALL)),
-     ("tool_names", pa.list_(S)), ("env_errors", pa.list_(S)), ("env_seconds", F32),
-     ("generate_seconds", F32)]
-)  # fmt: skip
+SCHEMA = pa.schema([*BASE, *AGENT_COLUMNS.items()])  # what agent_loop stores
 CALL = '<tool_call>{"name": "python", "arguments": {"code": "print(37*58)"}}</tool_call>'
 
 
@@ -80,6 +68,7 @@ def episodes() -> pa.Table:
         "tool_calls": [[{**call, "error": ""}], [{**call, "error": "NameError: x"}]],
         "tool_names": [["python"], ["python"]], "env_errors": [[], ["python: NameError"]],
         "env_seconds": [0.2, 0.2], "generate_seconds": [0.5, 0.5],
+        "response_mask": [[1] * 12 + [0] * 5 + [1] * 4, [1] * 12 + [0] * 18 + [1] * 4],
     }  # fmt: skip
     return pa.table(rows, schema=SCHEMA)
 
