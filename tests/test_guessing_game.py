@@ -15,7 +15,8 @@ def guess(game: GuessingGame, text: str):
 
 
 def test_the_reward_prefers_fewer_guesses():
-    assert [success_reward(g, 4) for g in (1, 2, 3, 4)] == [1.0, 0.75, 0.5, 0.25]
+    assert [success_reward(g, 0.25) for g in (1, 2, 3, 4)] == [1.0, 0.75, 0.5, 0.25]
+    assert [success_reward(g, 0.4) for g in (1, 3, 4)] == pytest.approx([1.0, 0.2, 0.0])
 
 
 def test_binary_search_finds_the_secret_with_higher_lower_feedback():
@@ -51,9 +52,12 @@ def test_feedback_texts_the_secret_column_and_the_intro_are_settable():
     assert game.reset({"secret": 42, "ground_truth": "1"}) == [{"role": "user", "content": "0"}]
     assert guess(game, "50").observation[0]["content"] == "="
     assert guess(game, "25").observation[0]["content"] == "+"
-    assert guess(game, "42").reward == 1.0 - 2 / 8
+    assert guess(game, "42").reward == 1.0 - 2 / 8  # the default penalty: 1 / max_guesses
     game.reset({"secret": 42})  # a new episode starts over
     assert guess(game, "42").reward == 1.0
+    flat = GuessingGame(max_guesses=4, turn_penalty=0.1)
+    flat.reset({"ground_truth": "3"})
+    assert [guess(flat, g).reward for g in ("5", "4", "3")] == [0.0, 0.0, 0.8]
 
 
 def test_a_row_without_a_usable_secret_and_bad_settings_are_named():
@@ -68,3 +72,5 @@ def test_a_row_without_a_usable_secret_and_bad_settings_are_named():
         GuessingGame(low=5, high=4)
     with pytest.raises(SpecError, match="env_params.max_guesses: must be > 0"):
         GuessingGame(max_guesses=0)
+    with pytest.raises(SpecError, match="env_params.turn_penalty: must be >= 0"):
+        GuessingGame(turn_penalty=-1)

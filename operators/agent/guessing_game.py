@@ -5,8 +5,8 @@ turn's last integer (outside ``<think>``) is a guess; a wrong guess is answered 
 ``lower`` (the secret is above or below it; both texts are settable, so a policy with a tiny
 vocabulary can read them), a turn without a number in ``low..high`` is answered ``invalid``
 and still costs its guess. Guessing right ends the episode with reward
-``1 - (guesses - 1) / max_guesses`` (fewer turns are better); ``max_guesses`` wrong ones end it
-with 0. Used as ``environment: operators.agent.guessing_game:GuessingGame``.
+``1 - turn_penalty * (guesses - 1)`` (fewer turns are better; the default penalty is
+``1 / max_guesses``); ``max_guesses`` wrong ones end it with 0. Used as ``environment: operators.agent.guessing_game:GuessingGame``.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from rldag.errors import SpecError
 from rldag.spec import check_positive
 
 
-def success_reward(guesses: int, max_guesses: int) -> float:
+def success_reward(guesses: int, turn_penalty: float) -> float:
     """The reward of guessing right with the `guesses`-th guess: 1 for the first, then
-    1/max_guesses less per extra guess."""
-    return 1.0 - (guesses - 1) / max_guesses
+    `turn_penalty` less per extra guess (never below 0)."""
+    return max(0.0, 1.0 - turn_penalty * (guesses - 1))
 
 
 class GuessingGame:
@@ -39,6 +39,7 @@ class GuessingGame:
         lower: str = "lower",
         invalid: str = "invalid",
         intro: str = "",
+        turn_penalty: float | None = None,
     ) -> None:
         check_positive("env_params.max_guesses", max_guesses)
         if low > high:
@@ -47,6 +48,8 @@ class GuessingGame:
         self.secret_column = secret_column
         self.replies = {"higher": higher, "lower": lower, "invalid": invalid}
         self.intro = intro
+        self.turn_penalty = 1.0 / max_guesses if turn_penalty is None else turn_penalty
+        check_positive("env_params.turn_penalty", self.turn_penalty, allow_zero=True)
         self.secret = low
         self.guesses = 0
 
@@ -76,7 +79,7 @@ class GuessingGame:
         guess = self._guess(turn.text)
         info = {"guess": guess, "guesses": self.guesses, "secret": self.secret}
         if guess == self.secret:
-            reward = success_reward(self.guesses, self.max_guesses)
+            reward = success_reward(self.guesses, self.turn_penalty)
             return StepResult(reward=reward, done=True, info={**info, "solved": True})
         if self.guesses >= self.max_guesses:
             return StepResult(done=True, info={**info, "solved": False})
