@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,s3,trackers,hf,lora]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,s3,trackers,hf,lora,agents]'
 	touch $(STAMP)
 
 # Debian packages the sandbox and the UI test need (bubblewrap, python3, libseccomp2,

@@ -138,10 +138,14 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Show a stored run: row counts, metrics, or sample rows of one node's table."""
-    from rldag.stored_run import StoredRun, print_rows, print_run
+    from rldag.stored_run import StoredRun, print_episode, print_rows, print_run
 
     run = StoredRun.open(args.run, args.storage, endpoint_url=args.endpoint_url)
-    if args.node:
+    if args.trajectory is not None:
+        if not args.node:
+            raise InputError("--trajectory needs --node (the multi-turn node)", path="--node")
+        print_episode(console, run, args.node, args.iter, args.trajectory)
+    elif args.node:
         print_rows(console, run, args.node, args.iter, args.rows, args.columns)
     else:
         print_run(console, run, args.metrics)
@@ -246,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--rows", type=int, default=5, help="rows to show with --node")
     ins.add_argument("--columns", default="", help="comma-separated columns to show")
     ins.add_argument("--metrics", default="", help='metric keys to show, comma-separated, "all"')
+    ins.add_argument(
+        "--trajectory", type=int, metavar="K", help="with --node: row K's episode, turn by turn"
+    )
     ins.set_defaults(fn=cmd_inspect)
     box = sub.add_parser("sandbox", help="run one program in the sandbox; print the result JSON")
     box.add_argument("program", metavar="FILE.py")

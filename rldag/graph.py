@@ -135,14 +135,29 @@ def _topological_order(edges: dict[str, dict[str, str]], where: str) -> list[str
     return order
 
 
+def _in_params(err: InputError, node: str, where: str, message: str = "") -> InputError:
+    """`err` (its path relative to node's params) at its key path in pipeline.yaml."""
+    path = f"nodes.{node}.params" + (f".{err.path}" if err.path else "")
+    return InputError(message or err.message, path=path, where=where)
+
+
+def _preflight(node: Node, where: str) -> None:
+    """The operator's own checks before compute (a multi-turn node's chat template)."""
+    if node.op.preflight is None:
+        return
+    try:
+        node.op.preflight(node.params)
+    except InputError as err:
+        raise _in_params(err, node.name, where, f"node '{node.name}': {err.message}") from None
+
+
 def _output_schema(node: Node, upstream: dict[str, pa.Schema], where: str) -> pa.Schema:
     op = node.op
     if op.output_schema is not None:
         try:
             return op.output_schema(node.params)
         except InputError as err:
-            path = f"nodes.{node.name}.params" + (f".{err.path}" if err.path else "")
-            raise InputError(err.message, path=path, where=where) from None
+            raise _in_params(err, node.name, where) from None
     table_ports = op.table_ports
     declared = {p.name: p for p in table_ports}
     for name, producer in node.inputs.items():
@@ -171,7 +186,8 @@ def _output_schema(node: Node, upstream: dict[str, pa.Schema], where: str) -> pa
 
 
 def build_graph(loaded: LoadedPipeline) -> Graph:
-    """Resolve operators, validate params, wire ports, order nodes and check every edge."""
+    """Resolve operators, validate params, wire ports, order nodes, check every edge and run
+    the operators' preflight checks."""
     where = loaded.source
     specs = loaded.spec.nodes
     partial: dict[str, Node] = {}
@@ -184,6 +200,7 @@ def build_graph(loaded: LoadedPipeline) -> Graph:
     for name in order:
         node = partial[name]
         node.output = schemas[name] = _output_schema(node, schemas, where)
+        _preflight(node, where)
     graph = Graph({name: partial[name] for name in order})
     _check_overlap(loaded, graph)
     return graph

@@ -128,6 +128,8 @@ class OperatorDef:
     named_ports: Port | None = None  # any other port name the node gives, needing these columns
     # more columns it adds, from params and input schemas (a combine's reward_<component>)
     adds_from_inputs: Callable[[Any, Mapping[str, pa.Schema]], tuple[Column, ...]] | None = None
+    preflight: Callable[[Any], None] | None = None  # params -> checks before compute (the
+    # model's chat template): raises InputError with a key path relative to the params
     description: str = ""
 
     @property

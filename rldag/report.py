@@ -18,9 +18,18 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from rldag.graph import Graph
+from rldag.trajectory import TRAJECTORY_COLUMN, speaker, summary, trajectory, turn_title
 
 MAX_CHARS = 600  # a rollout's prompt or response is cut to this in Markdown
 REWARD_CURVE = "reward_curve.png"  # stored as <run_id>/reward_curve.png
+TRAJECTORY_EXTRAS = (
+    "turns",
+    "turn_rewards",
+    "tool_calls",
+    "num_turns",
+    "finish_reason",
+    "env_errors",
+)
 
 
 def reward_curve_png(metrics: Sequence[Mapping[str, float]], title: str) -> bytes:
@@ -71,7 +80,8 @@ def sample_rollouts(
     if table is None or table.num_rows == 0:
         return []
     step = max(1, table.num_rows // k)
-    keep = [c for c in ("prompt_id", "sample_idx", "prompt", "response", "reward", "ground_truth")]
+    keep = ["prompt_id", "sample_idx", "prompt", "response", "reward", "ground_truth"]
+    keep += [TRAJECTORY_COLUMN, *TRAJECTORY_EXTRAS]  # multi-turn tables: whole episodes
     keep = [c for c in keep if c in table.column_names]
     return table.select(keep).take(list(range(0, table.num_rows, step))[:k]).to_pylist()
 
@@ -100,6 +110,30 @@ def rollouts_markdown(rows: Sequence[Mapping[str, object]], iteration: int) -> s
             head += f", sample {row['sample_idx']}"
         truth = f" · ground truth `{row['ground_truth']}`" if row.get("ground_truth") else ""
         lines += [f"### {head} · reward **{row['reward']:.3g}**{truth}", ""]
+        if row.get(TRAJECTORY_COLUMN):
+            lines += trajectory_markdown(row)
+            continue
         lines += ["prompt", "", _block(_text(row["prompt"])), ""]
         lines += ["response", "", _block(_text(row["response"])), ""]
     return "\n".join(lines)
+
+
+def trajectory_markdown(row: Mapping[str, object]) -> list[str]:
+    """Markdown lines of one multi-turn episode, turn by turn: the prompt, what the model
+    said, its tool calls and what the environment answered."""
+    episode = trajectory(row)
+    lines = [summary(row), ""]
+    for message in episode.prompt:
+        lines += [f"**prompt · {speaker(message)}**", "", _block(_text(message["content"])), ""]
+    for turn in episode.turns:
+        lines += [f"**{turn_title(turn)}**", "", _block(_text(turn.said["content"])), ""]
+        for call in turn.calls:
+            error = f" — error: {call['error']}" if call.get("error") else ""
+            lines.append(f"- tool call `{call.get('name')}` `{call.get('arguments')}`{error}")
+        lines += [""] if turn.calls else []
+        if turn.record.get("info"):
+            lines += [f"- info `{turn.record['info']}`", ""]
+        for message in turn.answer:
+            lines += [f"*{speaker(message)}*", "", _block(_text(message["content"])), ""]
+    lines += [f"- episode error: {error}" for error in row.get("env_errors") or []]
+    return lines

@@ -1,6 +1,6 @@
 """`rldag inspect`: a stored run seen from the terminal — its iterations, nodes and row
-counts, the metrics table, and sample rows of any node's table. Reads storage only, so it
-works on a finished, failed or running run, local or on S3.
+counts, the metrics table, sample rows of any node's table, and one multi-turn episode turn
+by turn. Reads storage only, so it works on a finished, failed or running run, local or on S3.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from rich.table import Table
 
 from rldag.errors import InputError
 from rldag.storage import Storage
+from rldag.trajectory import TRAJECTORY_COLUMN, print_trajectory
 
 DEFAULT_METRICS = (
     "reward/mean",
@@ -86,6 +87,14 @@ class StoredRun:
             raise InputError(message, path="--node")
         return self.storage.read_table(f"{self.run_id}/iter={iteration}/{node}.parquet")
 
+    def last_iteration(self, node: str) -> int:
+        """The last iteration that stored `node`'s table; InputError if none did."""
+        stored = [i for i in self.iterations() if node in self.nodes(i)]
+        if not stored:
+            have = ", ".join(dict.fromkeys(n for i in self.iterations() for n in self.nodes(i)))
+            raise InputError(f"node {node!r} stored no table (stored: {have})", path="--node")
+        return stored[-1]
+
     def metrics(self) -> pa.Table | None:
         """metrics.parquet (one row per finished iteration), or None before the first."""
         rel = f"{self.run_id}/metrics.parquet"
@@ -155,12 +164,7 @@ def print_rows(
     columns: str = "",
 ) -> None:
     """The first `rows` rows of `node`'s table in `iteration` (default: the last stored)."""
-    if iteration is None:
-        stored = [i for i in run.iterations() if node in run.nodes(i)]
-        if not stored:
-            have = ", ".join(dict.fromkeys(n for i in run.iterations() for n in run.nodes(i)))
-            raise InputError(f"node {node!r} stored no table (stored: {have})", path="--node")
-        iteration = stored[-1]
+    iteration = run.last_iteration(node) if iteration is None else iteration
     table = run.table(iteration, node)
     names = [c.strip() for c in columns.split(",") if c.strip()] or table.column_names
     unknown = [c for c in names if c not in table.column_names]
@@ -174,3 +178,23 @@ def print_rows(
     for row in table.slice(0, rows).select(names).to_pylist():
         shown.add_row(*(_cell(row[c]) for c in names))
     console.print(shown)
+
+
+def print_episode(
+    console: Console, run: StoredRun, node: str, iteration: int | None, k: int
+) -> None:
+    """Row `k` of a multi-turn `node`'s table (default: the last iteration), turn by turn."""
+    iteration = run.last_iteration(node) if iteration is None else iteration
+    table = run.table(iteration, node)
+    if TRAJECTORY_COLUMN not in table.column_names:
+        message = (
+            f"node {node!r} stored no trajectories (its table has no {TRAJECTORY_COLUMN!r} "
+            "column: it is not a multi-turn generate node, or one downstream of it)"
+        )
+        raise InputError(message, path="--trajectory")
+    if not 0 <= k < table.num_rows:
+        message = f"no row {k}: {node!r} stored {table.num_rows} rows in iteration {iteration}"
+        raise InputError(message, path="--trajectory")
+    row = table.slice(k, 1).to_pylist()[0]
+    title = f"{node}, iteration {iteration}, trajectory {k} of {table.num_rows}"
+    print_trajectory(console, row, title)

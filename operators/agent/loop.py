@@ -24,6 +24,7 @@ from operators.agent.params import AgentParams
 from operators.agent.parsers import tool_parser
 from operators.agent.samplers import LoopTurns, ServerTurns
 from operators.agent.table import agent_columns, agent_table
+from operators.agent.template_check import check_agent_template
 from operators.generate import GENERATE_COLUMNS, GENERATE_PORTS
 from operators.policy_engine import PolicyEngine
 from operators.prompts import chat_messages
@@ -120,5 +121,6 @@ AGENT_LOOP = OperatorDef(
     emits_chunks=True,
     concurrency=lambda params: params.max_concurrency,
     companion_pool=PoolName.environment,
+    preflight=check_agent_template,  # the chat template extends every turn (exit 2 if not)
     description="Multi-turn episodes with tools or environments, token in / token out.",
 )
