@@ -138,7 +138,9 @@ class Run:
                 raise ValueError("it emitted no table")
             out.close()
             self._after_train(step, node)
-        except Exception as err:
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:  # also libraries' BaseExceptions (torch DCP's)
             out.close(err)
             where = f"node '{node.name}' (iteration {step.iteration})"
             raise RunError(f"{where} failed: {err!r}") from err

@@ -8,13 +8,16 @@ another process. The holder rewrites its own epoch every `lease_s / 4` seconds (
 and marks it released when the run ends. A newer process may take the run when the highest
 epoch is released, or stale: its heartbeat is older than `storage.lock_lease_s`, or it was
 written on this host by a pid that no longer exists (a SIGKILLed driver frees its run at once
-on the same host; from another host after the lease). Otherwise it is refused (exit 2).
-A holder that finds a newer epoch than its own has lost the run and stops (`check`).
+on the same host; from another host after the lease), or by this process when none of its
+locks holds it any more (a run that failed and is resumed in the same process). Otherwise it
+is refused (exit 2). A holder that finds a newer epoch than its own has lost the run and stops
+(`check`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -26,6 +29,8 @@ from rldag.errors import InputError, RunError
 from rldag.storage import Storage
 
 LOCK_DIR = "lock"
+_HELD: set[tuple[str, str, int]] = set()  # (storage root, run id, epoch) held in this process
+log = logging.getLogger("rldag.run_lock")
 CLAIM_ATTEMPTS = 8  # fresh ids tried before giving up (each collides with p < 2e-7)
 
 
@@ -39,11 +44,16 @@ class LockOwner:
     heartbeat: float  # unix time of the last heartbeat
     released: bool = False
 
-    def stale(self, lease_s: float, now: float) -> bool:
-        """Whether another process may take the run from this owner."""
+    def stale(self, lease_s: float, now: float, held: bool = False) -> bool:
+        """Whether another holder may take the run from this owner (`held`: a RunLock of this
+        process holds the epoch now)."""
         if self.released or now - self.heartbeat > lease_s:
             return True
-        return self.host == socket.gethostname() and not _pid_alive(self.pid)
+        if self.host != socket.gethostname():
+            return False
+        if self.pid == os.getpid():  # this process: stale unless one of its locks holds it
+            return not held
+        return not _pid_alive(self.pid)
 
     def describe(self) -> str:
         age = time.time() - self.heartbeat
@@ -78,6 +88,10 @@ class RunLock:
     def _rel(self, epoch: int) -> str:
         return f"{self.run_id}/{LOCK_DIR}/{_epoch_name(epoch)}"
 
+    def _stale(self, epoch: int, owner: LockOwner) -> bool:
+        held = (self.storage.root, self.run_id, epoch) in _HELD
+        return owner.stale(self.lease_s, time.time(), held)
+
     def current(self) -> tuple[int, LockOwner | None]:
         """The highest epoch and its owner (0, None when nobody ever held the run)."""
         names = [n for n in self.storage.list(f"{self.run_id}/{LOCK_DIR}") if n.endswith(".json")]
@@ -88,8 +102,8 @@ class RunLock:
 
     def refusal(self) -> str | None:
         """Why this process may not take the run now, or None when it may."""
-        _, owner = self.current()
-        if owner is None or owner.stale(self.lease_s, time.time()):
+        epoch, owner = self.current()
+        if owner is None or self._stale(epoch, owner):
             return None
         return f"run {self.run_id} is running: held by {owner.describe()}"
 
@@ -97,7 +111,7 @@ class RunLock:
         """Take the run and start the heartbeat. With `new`, only as its first holder
         (False: the run id is taken). Otherwise an InputError when a live process holds it."""
         epoch, owner = (0, None) if new else self.current()
-        if owner is not None and not owner.stale(self.lease_s, time.time()):
+        if owner is not None and not self._stale(epoch, owner):
             message = f"run {self.run_id} is running: held by {owner.describe()}"
             raise InputError(f"{message}; a second run of it is refused", path="--resume")
         now = time.time()
@@ -108,6 +122,7 @@ class RunLock:
             message = f"run {self.run_id} was just taken by another process"
             raise InputError(message, path="--resume")
         self.epoch, self._owner = epoch + 1, mine
+        _HELD.add((self.storage.root, self.run_id, self.epoch))
         self._thread = threading.Thread(target=self._beat, name="rldag-run-lock", daemon=True)
         self._thread.start()
         return True
@@ -140,11 +155,14 @@ class RunLock:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        _HELD.discard((self.storage.root, self.run_id, self.epoch))
         if self._owner is None or self._lost:
             return
-        self._owner = LockOwner(**{**asdict(self._owner), "released": True})
-        self.storage.write_bytes(self._rel(self.epoch), _dump(self._owner))
-        self._owner = None
+        released, self._owner = LockOwner(**{**asdict(self._owner), "released": True}), None
+        try:
+            self.storage.write_bytes(self._rel(self.epoch), _dump(released))
+        except OSError as err:  # storage full or gone: the dead pid or the lease frees it
+            log.warning("could not mark the lock of run %s released: %s", self.run_id, err)
 
 
 def _dump(owner: LockOwner) -> bytes:

@@ -39,6 +39,10 @@ class TableHandle:
     columns: tuple[str, ...]
 
 
+# botocore's defaults retry a dead endpoint for minutes (legacy mode, 60 s connect timeout, under
+# s3fs's own 5 retries): fail within seconds instead; the run stops resumably. storage.options
+# config_kwargs replaces it.
+S3_CONFIG = {"connect_timeout": 10, "retries": {"max_attempts": 3, "mode": "standard"}}
 RUN_ID_RANDOM_BYTES = 6  # 48 random bits: 10,000 ids in one second collide with p < 2e-7
 
 
@@ -73,6 +77,8 @@ class Storage:
                 where = "storage.endpoint_url"
                 raise InputError("only s3:// storage takes an endpoint", path=where)
             options["endpoint_url"] = endpoint_url
+        if self.root.startswith(("s3://", "s3a://")):
+            options.setdefault("config_kwargs", S3_CONFIG)
         try:
             self.fs, self._base = fsspec.core.url_to_fs(self.root, **options)
         except ImportError as err:
@@ -108,14 +114,16 @@ class Storage:
         if not self.local:
             self.fs.pipe_file(path, data)  # a PUT (or multipart upload) appears whole
             return
-        self.fs.makedirs(parent, exist_ok=True)
         tmp = f"{parent}/.tmp-{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
         try:
+            self.fs.makedirs(parent, exist_ok=True)
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
+        except OSError as err:  # a full disk, a read-only mount: say which file
+            raise OSError(err.errno, f"cannot write {self.uri(rel)}: {err.strerror}") from err
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -143,3 +143,14 @@ def test_the_heartbeat_renews_the_lease_and_a_taken_over_holder_stops(store):
         lock.check()
     lock.release()
     assert not lock.current()[1].released  # the new holder's epoch is untouched
+
+
+def test_this_process_may_resume_a_run_none_of_its_locks_holds(store):
+    now = time.time()  # a run that failed here and could not mark its lock released
+    _write_owner(store, "r", 1, LockOwner(socket.gethostname(), os.getpid(), now, now))
+    lock = RunLock(store, "r", lease_s=3600)
+    lock.acquire()
+    assert lock.epoch == 2
+    with pytest.raises(InputError, match="is running"):  # while this lock holds it
+        RunLock(store, "r", lease_s=3600).acquire()
+    lock.release()
