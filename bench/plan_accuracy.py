@@ -82,7 +82,8 @@ def main() -> None:
     from rldag.simulator import simulate
     from rldag.spec import load_pipeline
 
-    ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING")
+    if args.repeats:  # --repeats 0 --record F: only the table of the recorded rounds
+        ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING")
     rows = []
     for name, (file, extra, chunk) in WORKLOADS.items():
         if args.only and name != args.only:

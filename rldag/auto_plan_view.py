@@ -58,7 +58,8 @@ def load_costs(source: str, loaded: LoadedPipeline) -> CostModel:
 
 def print_costs(console: Console, costs: CostModel, where: str) -> None:
     table = Table(title=f"cost model ({where})", title_justify="left")
-    for col in ("node", "kind", "pool", "s/row", "s/token", "rows", "tokens", "workers", "s/call"):
+    columns = ("node", "kind", "pool", "fixed s", "s/row", "s/token", "rows", "tokens")
+    for col in (*columns, "workers", "s/call"):
         table.add_column(col, justify="left" if col in ("node", "kind", "pool") else "right")
     for c in costs.nodes.values():
         table.add_row(
@@ -83,7 +84,7 @@ def print_costs(console: Console, costs: CostModel, where: str) -> None:
 
 
 def print_ranked(console: Console, found: Search, cluster: Cluster, top: int) -> None:
-    table = Table(title=f"placements on {cluster.describe()}", title_justify="left")
+    table = Table(title=f"placements on {_summary(cluster)}", title_justify="left")
     for col in (
         "#",
         "colocate",
@@ -114,6 +115,15 @@ def print_ranked(console: Console, found: Search, cluster: Cluster, top: int) ->
     console.print(
         f"{len(found.ranked)} placements fit, {len(found.refused)} refused", highlight=False
     )
+
+
+def _summary(cluster: Cluster) -> str:
+    """`source (N x C CPU, G GPU)` when the machines are alike, else every machine."""
+    kinds = {(n.cpus, n.gpus) for n in cluster.nodes}
+    if len(cluster.nodes) > 1 and len(kinds) == 1:
+        cpus, gpus = kinds.pop()
+        return f"{cluster.source} ({len(cluster.nodes)} x {cpus:g} CPU, {gpus:g} GPU)"
+    return cluster.describe()
 
 
 def write_overrides(path: str, best: Ranked, pipeline: str) -> None:

@@ -67,12 +67,12 @@ def test_profile_measures_a_run_and_stores_its_costs(ray_local, tiny_task, tmp_p
     args = [
         "plan",
         str(ROOT / "pipeline.yaml"),
-        "--profile",
-        "3",
         f"storage.uri={runs}",
         f"model.path={tiny_task / 'model'}",
         f"nodes.prompts.params.path={tiny_task}/train.parquet",
         "nodes.prompts.params.batch_size=8",
+        "--profile",
+        "3",
     ]
     assert main(args) == 0
     assert "cost model" in capsys.readouterr().out
