@@ -24,9 +24,10 @@ from rich.markup import escape
 from rldag import checkpoints
 from rldag.errors import InputError, RunError
 from rldag.graph import Graph, build_graph
+from rldag.overrides import read_overrides_file
 from rldag.plan_view import placement_for, print_execution, print_nodes, print_placement
 from rldag.run_lock import RunLock
-from rldag.spec import LoadedPipeline, load_pipeline, read_overrides_file
+from rldag.spec import LoadedPipeline, load_pipeline
 from rldag.storage import open_storage
 
 err_console = Console(stderr=True, soft_wrap=True)

@@ -6,7 +6,6 @@ SpecError naming the file and the key path. Overrides are OmegaConf dotlist stri
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -17,6 +16,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rldag.errors import SpecError
+from rldag.tracking_spec import TrackerName, TrackingSpec, check_trackers
 
 
 class NodeKind(StrEnum):
@@ -293,7 +293,7 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
         value = getattr(spec.async_, key)
         if value < 0:
             raise SpecError(f"must be >= 0, got {value}", path=f"async.{key}", where=where)
-    _check_trackers(spec.trackers, where)
+    check_trackers(spec.trackers, where)
     _check_weights(spec.weights, where)
     _check_pools(spec, where)
     if spec.faults.max_restarts < 0:
@@ -326,81 +326,6 @@ def _check_pools(spec: PipelineSpec, where: str) -> None:
             )
 
 
-class TrackerName(StrEnum):
-    """Experiment trackers a run can report to (`trackers: [...]`)."""
-
-    mlflow = "mlflow"
-    tensorboard = "tensorboard"
-    wandb = "wandb"
-
-
-# tracker -> (the module it needs, the distribution that provides it); the extra is its name
-TRACKER_PACKAGES = {
-    TrackerName.mlflow: ("mlflow", "mlflow-skinny"),
-    TrackerName.tensorboard: ("tensorboard", "tensorboard"),
-    TrackerName.wandb: ("wandb", "wandb"),
-}
-
-
-@dataclass
-class MlflowSpec:
-    """`tracking.mlflow`: where MLflow runs go."""
-
-    tracking_uri: str | None = None  # default: MLFLOW_TRACKING_URI, else MLflow's own default
-    experiment: str | None = None  # default: the pipeline's name
-    http_timeout_s: float = 10.0  # per request (sets MLFLOW_HTTP_REQUEST_TIMEOUT)
-    http_retries: int = 2  # per request (sets MLFLOW_HTTP_REQUEST_MAX_RETRIES)
-
-
-@dataclass
-class TensorboardSpec:
-    """`tracking.tensorboard`: where event files go."""
-
-    log_dir: str = "tensorboard"  # event files go to <log_dir>/<run id>/
-
-
-class WandbMode(StrEnum):
-    """W&B's own modes: online syncs as it goes, offline writes run files to sync later."""
-
-    online = "online"
-    offline = "offline"
-    disabled = "disabled"
-
-
-@dataclass
-class WandbSpec:
-    """`tracking.wandb`: the W&B project and mode (the API key stays in WANDB_API_KEY)."""
-
-    project: str | None = None  # default: the pipeline's name
-    entity: str | None = None  # a team or user; default: the key's default entity
-    mode: WandbMode = WandbMode.online
-    dir: str | None = None  # the parent of wandb/ run files; default: the working directory
-    tags: list[str] = field(default_factory=list)
-
-
-@dataclass
-class TrackingSpec:
-    """Per-tracker options; a tracker reports only when it is listed in `trackers`."""
-
-    mlflow: MlflowSpec = field(default_factory=MlflowSpec)
-    tensorboard: TensorboardSpec = field(default_factory=TensorboardSpec)
-    wandb: WandbSpec = field(default_factory=WandbSpec)
-
-
-def _check_trackers(trackers: list[TrackerName], where: str) -> None:
-    for i, name in enumerate(trackers):
-        if name in trackers[:i]:
-            raise SpecError(f"tracker '{name}' is listed twice", path="trackers", where=where)
-        module, distribution = TRACKER_PACKAGES[name]
-        if importlib.util.find_spec(module) is None:
-            raise SpecError(
-                f"tracker '{name}' needs the Python package '{module}', which is not installed; "
-                f"install it with: pip install 'rldag[{name}]' (or: pip install {distribution})",
-                path="trackers",
-                where=where,
-            )
-
-
 class WeightsTransport(StrEnum):
     """How the weights edge moves the policy between split pools."""
 
@@ -423,32 +348,6 @@ def _check_weights(weights: WeightsSpec, where: str) -> None:
         value = getattr(weights, key)
         if value <= 0:
             raise SpecError(f"must be > 0, got {value}", path=f"weights.{key}", where=where)
-
-
-def read_overrides_file(path: str | Path) -> list[str]:
-    """An overrides file (a YAML mapping, as `rldag plan --auto --apply` writes) as OmegaConf
-    dotlist strings, nested keys joined by dots; SpecError naming the file when it is not a
-    mapping."""
-    import json
-
-    path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"overrides file not found: {path}", path="--overrides", where=str(path))
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise SpecError(f"not valid YAML: {err}".replace("\n", " "), where=str(path)) from None
-    if data is None:
-        return []
-    if not isinstance(data, dict):
-        raise SpecError("an overrides file must be a mapping of keys", where=str(path))
-
-    def flatten(prefix: str, value: Any) -> list[str]:
-        if isinstance(value, dict) and value:
-            return [item for k, v in value.items() for item in flatten(f"{prefix}{k}.", v)]
-        return [f"{prefix[:-1]}={json.dumps(value)}"]
-
-    return flatten("", data)
 
 
 @dataclass

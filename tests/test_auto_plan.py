@@ -14,7 +14,8 @@ from rldag.auto_plan import Limits, parse_cluster, partitions, search
 from rldag.costs import CostModel, NodeCost
 from rldag.errors import InputError
 from rldag.graph import build_graph
-from rldag.spec import load_pipeline, read_overrides_file
+from rldag.overrides import read_overrides_file
+from rldag.spec import load_pipeline
 
 
 def grpo_doc(dataset: Path, tmp_path: Path) -> dict:

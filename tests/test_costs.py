@@ -10,8 +10,8 @@ import pytest
 
 from flows.cli import main
 from rldag.costs import COSTS_FILE, CostModel, NodeCost, fit_linear
+from rldag.overrides import read_overrides_file
 from rldag.profiling import count_params
-from rldag.spec import read_overrides_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
