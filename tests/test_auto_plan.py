@@ -16,6 +16,7 @@ from rldag.errors import InputError
 from rldag.graph import build_graph
 from rldag.overrides import read_overrides_file
 from rldag.spec import load_pipeline
+from tests.conftest import grpo_nodes
 
 
 def grpo_doc(dataset: Path, tmp_path: Path) -> dict:
@@ -23,31 +24,7 @@ def grpo_doc(dataset: Path, tmp_path: Path) -> dict:
         "name": "g",
         "model": {"path": "m"},
         "storage": {"uri": str(tmp_path / "runs")},
-        "nodes": {
-            "prompts": {"kind": "source", "op": "dataset", "params": {"path": str(dataset)}},
-            "generate": {
-                "kind": "generate",
-                "op": "torch_engine",
-                "inputs": {"prompts": "prompts", "weights": "train"},
-                "params": {"model_path": "m"},
-            },
-            "score": {
-                "kind": "score",
-                "op": "tests.user_code:echo_score",
-                "inputs": {"rollouts": "generate"},
-            },
-            "advantage": {
-                "kind": "transform",
-                "op": "grpo_advantage",
-                "inputs": {"scored": "score"},
-            },
-            "train": {
-                "kind": "train",
-                "op": "policy_gradient",
-                "inputs": {"batch": "advantage"},
-                "params": {"model_path": "m"},
-            },
-        },
+        "nodes": grpo_nodes("m", dataset, "tests.user_code:echo_score"),
     }
 
 

@@ -74,16 +74,16 @@ def test_killed_run_resumes_identically(tiny_task, tmp_path, k):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+    def resume() -> subprocess.CompletedProcess:
+        args = _cli(*_overrides(tiny_task, killed_dir, extra), "--resume", run_id)
+        return subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+
     try:
         run_id = _wait_for_checkpoint(killed_dir, proc)
         if k == 0:  # while it runs (paused, still alive), a second --resume is refused
             os.kill(proc.pid, signal.SIGSTOP)
-            second = subprocess.run(
-                _cli(*_overrides(tiny_task, killed_dir, extra), "--resume", run_id),
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-            )
+            second = resume()
             assert second.returncode == 2, second.stderr[-2000:]
             assert f"run {run_id} is running: held by pid {proc.pid}" in second.stderr
             assert "Traceback" not in second.stderr
@@ -96,12 +96,7 @@ def test_killed_run_resumes_identically(tiny_task, tmp_path, k):
     saved = json.loads((run_dir / "checkpoints" / "latest.json").read_text())["iteration"]
     assert saved < 5  # it really stopped early
 
-    resumed = subprocess.run(
-        _cli(*_overrides(tiny_task, killed_dir, extra), "--resume", run_id),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    resumed = resume()
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     # the killed driver's lock did not block the resume; the resume released its own
     assert json.loads((run_dir / "lock" / "00000002.json").read_text())["released"]
