@@ -6,6 +6,7 @@ SpecError naming the file and the key path. Overrides are OmegaConf dotlist stri
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -181,16 +182,39 @@ YAML_KEYS = {"async": "async_"}
 POOL_KEYS = ("colocate",)
 
 
+_FIELD_REFERENCE = re.compile(r"\$\{(async|pools)\.([A-Za-z_][\w-]*)")
+
+
+def _field_reference(match: re.Match[str]) -> str:
+    """`${async.k}` -> `${async_.k}`, `${pools.<name>...}` -> `${pools.named.<name>...}`."""
+    root, key = match.groups()
+    if root == "async":
+        return "${async_." + key
+    return match.group(0) if key in POOL_KEYS else "${pools.named." + key
+
+
+def _rewrite_references(value: Any) -> Any:
+    if isinstance(value, str):
+        return _FIELD_REFERENCE.sub(_field_reference, value)
+    if isinstance(value, dict):
+        return {k: _rewrite_references(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rewrite_references(v) for v in value]
+    return value
+
+
 def _to_fields(cfg: DictConfig) -> DictConfig:
+    """The YAML's keys as the dataclasses' fields (`async` -> `async_`, `pools.<name>` ->
+    `pools.named.<name>`), interpolations that point at them included."""
+    raw = _rewrite_references(OmegaConf.to_container(cfg, resolve=False))
     for key, name in YAML_KEYS.items():
-        if key in cfg:
-            cfg[name] = cfg.pop(key)
-    pools = cfg.get("pools")
-    if isinstance(pools, DictConfig):
-        raw = OmegaConf.to_container(pools, resolve=False)
-        fixed = {k: raw.pop(k) for k in POOL_KEYS if k in raw}
-        cfg.pools = {**fixed, "named": raw} if raw else fixed
-    return cfg
+        if key in raw:
+            raw[name] = raw.pop(key)
+    pools = raw.get("pools")
+    if isinstance(pools, dict):
+        fixed = {k: pools.pop(k) for k in POOL_KEYS if k in pools}
+        raw["pools"] = {**fixed, "named": pools} if pools else fixed
+    return OmegaConf.create(raw)
 
 
 def _to_yaml_key(path: str) -> str:

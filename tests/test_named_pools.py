@@ -123,3 +123,18 @@ def test_a_declared_pool_hosts_a_node_on_ray(ray_local, write_yaml, dataset, tmp
     assert len(set(probe["pid"].to_pylist())) == 2
     assert run.runner.placement.group_of("judge").name == "reward"
     run.close()
+
+
+def test_interpolations_may_point_at_pools_and_async_keys(write_yaml, dataset):
+    """`${pools.<name>.k}` and `${async.k}` resolve although those keys are stored as other
+    fields (`pools.named`, `async_`), in the file and in overrides."""
+    doc = _reward_pipeline(dataset, {"reward": {"workers": 2}})
+    doc["async"] = {"max_staleness": 1}
+    doc["nodes"]["prompts"]["params"]["batch_size"] = "${pools.reward.workers}"
+    doc["nodes"]["prompts"]["params"]["seed"] = "${async.max_staleness}"
+    overrides = ["pools.environment.workers=${pools.reward.workers}"]
+    loaded = load_pipeline(write_yaml(doc), overrides)
+    params = loaded.spec.nodes["prompts"].params
+    assert params["batch_size"] == 2 and params["seed"] == 1
+    assert loaded.spec.pools.named["environment"].workers == 2
+    assert "${" not in loaded.resolved_yaml
