@@ -32,9 +32,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-# Two xdist workers: most slow tests wait on servers, processes and sleeps as much as they compute.
 test: lint model system-deps
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow"

@@ -9,24 +9,6 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-# Test files that start sandboxes: they assert which sandbox processes exist on the host, so
-# under xdist (`make test` runs two workers, `--dist loadgroup`) they all run on one worker.
-SANDBOX_TESTS = (
-    "tests/sandbox/",
-    "tests/test_code_example.py",
-    "tests/test_tiny_code_task.py",
-    "tests/test_agent_tools.py",
-    "tests/test_agent_loop.py",
-    "tests/test_agent_pipeline.py",
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Puts the sandbox tests in one xdist group."""
-    for item in items:
-        if item.nodeid.startswith(SANDBOX_TESTS):
-            item.add_marker(pytest.mark.xdist_group("sandbox"))
-
 
 @pytest.fixture
 def dataset(tmp_path: Path) -> Path:

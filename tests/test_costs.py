@@ -71,6 +71,7 @@ def test_profile_measures_a_run_and_stores_its_costs(ray_local, tiny_task, tmp_p
         f"model.path={tiny_task / 'model'}",
         f"nodes.prompts.params.path={tiny_task}/train.parquet",
         "nodes.prompts.params.batch_size=8",
+        "nodes.generate.params.n=8",
         "--profile",
         "3",
     ]

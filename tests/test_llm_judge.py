@@ -164,10 +164,17 @@ def test_unparsable_verdicts_go_to_on_error(judge_model, on_error):
 
 
 @pytest.mark.slow
-def test_a_judge_on_a_rollout_server_gives_the_in_process_verdicts(judge_model, tmp_path):
+def test_a_judge_on_a_rollout_server_gives_the_in_process_verdicts(
+    judge_model, tmp_path, monkeypatch
+):
+    from operators.rollout.guard import TOKEN_ENV, new_token
     from operators.rollout.launch import start_local_servers
 
-    (server,) = start_local_servers(judge_model, 1, log_dir=tmp_path / "logs")
+    token = new_token()  # a running server's token reaches the judge's client by environment
+    (server,) = start_local_servers(
+        judge_model, 1, token=token, weights_root=tmp_path, log_dir=tmp_path / "logs"
+    )
+    monkeypatch.setenv(TOKEN_ENV, token)
     try:
         generate = GenerateParams(
             model_path=judge_model,
