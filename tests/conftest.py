@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -106,13 +107,24 @@ def write_yaml(tmp_path: Path):
 
 @pytest.fixture(scope="session")
 def prefect_api():
-    """A real temporary Prefect server (SQLite) for the whole test session."""
+    """A real temporary Prefect server (SQLite) for the whole test session. Its URL is also
+    exported as PREFECT_API_URL, so `rldag run` subprocesses report to it as a user's run
+    reports to their server, instead of each starting an ephemeral server of its own."""
+    from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
     import flows  # noqa: F401  (sets the server-side defaults before the server starts)
 
     with prefect_test_harness(server_startup_timeout=120):
-        yield
+        before = os.environ.get("PREFECT_API_URL")
+        os.environ["PREFECT_API_URL"] = PREFECT_API_URL.value()
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop("PREFECT_API_URL")
+            else:
+                os.environ["PREFECT_API_URL"] = before
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 from flows.cli import main
@@ -34,16 +35,23 @@ def test_validate_and_plan_describe_a_good_pipeline(write_yaml, dataset, capsys)
     assert "out  reward, reward_info" in out and "pool=driver" in out
 
 
-def test_bad_input_exits_2_naming_the_key_path_without_traceback(write_yaml, dataset, tmp_path):
+def test_bad_input_exits_2_naming_the_key_path_without_traceback(
+    write_yaml, dataset, tmp_path, capsys
+):
     doc = scoring_pipeline(dataset, storage={"uri": str(tmp_path / "runs")})
     doc["nodes"]["advantage"]["params"] = {"norm_by_std": "sometimes"}
     path = write_yaml(doc)
-    for command in ("validate", "plan", "run"):
-        result = _rldag(command, str(path))
-        assert result.returncode == 2, result.stderr
-        assert "nodes.advantage.params.norm_by_std" in result.stderr
-        assert str(path) in result.stderr
-        assert "Traceback" not in result.stderr + result.stdout
+
+    def check(code: int, out: str, err: str) -> None:
+        assert code == 2, err
+        assert "nodes.advantage.params.norm_by_std" in err and str(path) in err
+        assert "Traceback" not in err + out
+
+    for command in ("validate", "plan"):  # the CLI's entry point, in this process
+        code = main([command, str(path)])
+        check(code, *capsys.readouterr())
+    result = _rldag("run", str(path))  # and the real process's exit status
+    check(result.returncode, result.stdout, result.stderr)
     assert not (tmp_path / "runs").exists()  # nothing written
 
 
@@ -62,6 +70,7 @@ def test_the_default_pipeline_is_valid_yaml_with_the_documented_nodes():
     assert doc["nodes"]["generate"]["inputs"]["weights"] == "train"
 
 
+@pytest.mark.usefixtures("prefect_api")  # the run reports to the session's Prefect server
 def test_a_failing_node_exits_1_naming_it_and_keeps_finished_iterations(
     write_yaml, dataset, tmp_path
 ):

@@ -1,8 +1,10 @@
 """Kill a run after a checkpoint, resume it, and get exactly the run that was never killed:
 policy versions, the data cursor and the stored tables continue without gaps or duplicates,
-and the rewards after the resume are identical — synchronous, and asynchronous with k = 2
-(killed with iterations in flight). While the first process lives, a second --resume is
-refused; its SIGKILL frees the run at once. Ends with the exported HF policy."""
+and the rewards after the resume are identical. The run is asynchronous with k = 2, so it is
+killed with iterations in flight (the synchronous resume is the same path with nothing in
+flight: tests/test_worker_faults.py and tests/test_service_faults.py resume k = 0 runs).
+While the first process lives, a second --resume is refused; its SIGKILL frees the run at
+once. Ends with the exported HF policy."""
 
 from __future__ import annotations
 
@@ -17,6 +19,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
+from rldag.graph import build_graph
+from rldag.run import Run
+from rldag.spec import load_pipeline
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,9 +69,9 @@ def _responses(run_dir: Path, i: int) -> list[tuple]:
     return sorted(zip(*columns, strict=True))
 
 
-@pytest.mark.parametrize("k", [0, 2])
-def test_killed_run_resumes_identically(tiny_task, tmp_path, k):
-    extra = tuple(ASYNC) if k else ()
+@pytest.mark.usefixtures("prefect_api")  # the CLI processes report to the session's server
+def test_killed_run_resumes_identically(ray_local, tiny_task, tmp_path):
+    k, extra = 2, tuple(ASYNC)
     killed_dir = tmp_path / "killed"
     proc = subprocess.Popen(
         _cli(*_overrides(tiny_task, killed_dir, extra)),
@@ -81,15 +87,14 @@ def test_killed_run_resumes_identically(tiny_task, tmp_path, k):
 
     try:
         run_id = _wait_for_checkpoint(killed_dir, proc)
-        if k == 0:  # while it runs (paused, still alive), a second --resume is refused
-            os.kill(proc.pid, signal.SIGSTOP)
-            second = resume()
-            assert second.returncode == 2, second.stderr[-2000:]
-            assert f"run {run_id} is running: held by pid {proc.pid}" in second.stderr
-            assert "Traceback" not in second.stderr
+        os.kill(proc.pid, signal.SIGSTOP)  # while it runs (paused, alive), a --resume is refused
+        second = resume()
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert f"run {run_id} is running: held by pid {proc.pid}" in second.stderr
+        assert "Traceback" not in second.stderr
     finally:
         with contextlib.suppress(ProcessLookupError):  # (an assertion above says why)
-            os.killpg(proc.pid, signal.SIGKILL)  # the driver, its Ray and its Prefect server
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver and its Ray
         proc.wait()
     run_dir = killed_dir / run_id
     assert sorted(p.name for p in (run_dir / "lock").iterdir()) == ["00000001.json"]
@@ -100,14 +105,11 @@ def test_killed_run_resumes_identically(tiny_task, tmp_path, k):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     # the killed driver's lock did not block the resume; the resume released its own
     assert json.loads((run_dir / "lock" / "00000002.json").read_text())["released"]
-    reference = subprocess.run(
-        _cli(*_overrides(tiny_task, tmp_path / "ref", extra)),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert reference.returncode == 0, reference.stderr[-2000:]
-    ref_dir = next((tmp_path / "ref").iterdir())
+    # the run that was never killed, in this process (the same rows by construction)
+    loaded = load_pipeline(ROOT / "pipeline.yaml", _overrides(tiny_task, tmp_path / "ref", extra))
+    reference = Run.start(loaded, build_graph(loaded))
+    reference.run_inline()
+    ref_dir = Path(reference.uri)
 
     metrics = _metrics(run_dir)
     assert [m["iteration"] for m in metrics] == list(range(6))  # no gap, no duplicate

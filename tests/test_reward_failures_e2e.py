@@ -16,9 +16,11 @@ from rldag.spec import load_pipeline
 from tests.hostile import bad_row_pipeline, metrics, only_run_dir, reward_module, rldag, table
 
 pytestmark = pytest.mark.slow
+REPORTING = pytest.mark.usefixtures("prefect_api")  # `rldag run` reports to the session server
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@REPORTING
 def test_rldag_run_with_a_raising_reward_exits_1_naming_the_row(write_yaml, tmp_path, dataset):
     doc = bad_row_pipeline(tmp_path, dataset, 'raise ZeroDivisionError("no")')
     result = rldag("run", str(write_yaml(doc)), cwd=tmp_path)
@@ -31,6 +33,7 @@ def test_rldag_run_with_a_raising_reward_exits_1_naming_the_row(write_yaml, tmp_
     assert metrics(only_run_dir(tmp_path), "iteration") == [0]  # iteration 0 kept
 
 
+@REPORTING
 def test_rldag_run_with_a_hanging_reward_finishes_and_counts_it(write_yaml, tmp_path, dataset):
     doc = bad_row_pipeline(tmp_path, dataset, "while True: pass", on_error="zero", timeout_s=1)
     result = rldag("run", str(write_yaml(doc)), cwd=tmp_path)

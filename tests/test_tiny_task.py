@@ -20,10 +20,11 @@ from operators.tiny_task import (
 from operators.tiny_task import build as build_module
 
 
-@pytest.fixture(scope="session")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One tiny-task build for the whole session, in a fresh tmp dir."""
-    return build_tiny_task(tmp_path_factory.mktemp("tiny_task") / "task")
+@pytest.fixture
+def built(tiny_task: Path) -> Path:
+    """The session's tiny task (`make model` built it in another process; the determinism
+    test builds it again here and compares the bytes)."""
+    return tiny_task
 
 
 # --- reward ----------------------------------------------------------------------------------
