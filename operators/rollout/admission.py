@@ -99,6 +99,7 @@ class SlotAdmission:
                     self.stops[slot] = StopStrings(self.tokenizer, p.stop)
             self._filtering += take * group.filters
             self._sampling += take * group.samples
+            self._siblings += take * (group.runs > 1)
             group.admitted += take
             if group.admitted == group.runs:
                 group.prefix = None

@@ -77,6 +77,7 @@ class ContinuousBatcher(SlotAdmission):
         self.active = 0
         self._filtering = 0  # live sequences that use top-k or top-p
         self._sampling = 0  # live sequences that are not greedy
+        self._siblings = 0  # live sequences of groups decoding several samples (can repeat)
         self.hi = 0  # slots [0, hi) are decoded each step
         self._done: list[Group] = []
         self._tickets = itertools.count()
@@ -206,7 +207,8 @@ class ContinuousBatcher(SlotAdmission):
     def _decode(self) -> None:
         """One token for every slot in ``[0, hi)``; holes compute garbage that is never kept."""
         hi = self.hi
-        unique = dedup.plan(self.s.cls[:hi], self.s.alive[:hi]) if self.deduplicate else None
+        repeats = self.deduplicate and self._siblings > 1
+        unique = dedup.plan(self.s.cls[:hi], self.s.alive[:hi]) if repeats else None
         if unique is not None:
             self.deduplicated_rows += hi - unique[0].shape[0]
         logits = self.decoder.decode(self.cache, self.s.token[:hi], self.s.pos[:hi], unique)
@@ -242,7 +244,8 @@ class ContinuousBatcher(SlotAdmission):
             step = step + 1
         self.s.count[sel] = step
         self.s.token[sel] = tokens
-        self.s.cls[sel], self._next_cls = dedup.relabel(self.s.cls[sel], tokens, self._next_cls)
+        if self._siblings:  # else every live class has one member: nothing to split
+            self.s.cls[sel], self._next_cls = dedup.relabel(self.s.cls[sel], tokens, self._next_cls)
         hit = (self.s.stop_tab[sel] == tokens.unsqueeze(-1)).any(-1)
         done = hit | (step >= self.s.max_new[sel])
         if alive is not None:
@@ -291,6 +294,7 @@ class ContinuousBatcher(SlotAdmission):
             owner[slot] = None
             self._filtering -= group.filters
             self._sampling -= group.samples
+            self._siblings -= group.runs > 1
             if stops:
                 stops.pop(slot, None)
             if isinstance(matched, str):
