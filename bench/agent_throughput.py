@@ -141,22 +141,26 @@ def run_single_turn(model: str, rows: int, tokens: int, repeats: int) -> float:
 
 
 def tokens_per_second(model: str, setting: str, episodes: int, turns: int, repeats: int) -> None:
-    """Generated tokens/s of the agent at concurrency 16 (instant and 100 ms tools) against
-    single-turn generation of the same tokens per row (each the best of ``repeats`` runs: the
-    machine may be shared)."""
+    """Generated tokens/s of the agent with 16 episodes in flight (instant and 100 ms tools)
+    and with all of them (instant tools: as many rows per decode step as single-turn has),
+    against single-turn generation of the same tokens per row. Each is the best of
+    ``repeats`` runs (single-turn, a fraction of a second: of 3x as many), as the machine may
+    be shared."""
     rates = {}
-    for latency in ("0", "0.1"):
+    for concurrency, latency in ((16, "0"), (16, "0.1"), (episodes, "0")):
         os.environ[LATENCY] = latency
-        wall, generated, mean_turns = run_agent(model, episodes, turns, 16, setting, repeats)
-        rates[latency] = generated / wall
+        wall, generated, mean_turns = run_agent(
+            model, episodes, turns, concurrency, setting, repeats
+        )
+        rates[concurrency, latency] = generated / wall
     per_row = max(1, round(generated / episodes))
-    single = per_row * episodes / run_single_turn(model, episodes, per_row, repeats)
+    single = per_row * episodes / run_single_turn(model, episodes, per_row, 3 * repeats)
+    (instant, tools, wide) = (f"{r:.0f} ({r / single:.2f}x)" for r in rates.values())
     print(
         f"{setting} turns ({generated / episodes / mean_turns:.1f} tokens per turn, "
         f"{mean_turns:.2f} turns): single-turn ({episodes} x {per_row} tokens) {single:.0f} "
-        f"tokens/s; agent at concurrency 16 with instant tools {rates['0']:.0f} "
-        f"({rates['0'] / single:.2f}x), with 100 ms tools {rates['0.1']:.0f} "
-        f"({rates['0.1'] / single:.2f}x)"
+        f"tokens/s; agent, 16 in flight: instant tools {instant}, 100 ms tools {tools}; "
+        f"all {episodes} in flight, instant tools: {wide}"
     )
 
 
