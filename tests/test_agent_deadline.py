@@ -10,8 +10,9 @@ from operators.agent.deadline import CallTimeout, call_with_deadline
 
 
 def test_sequential_calls_reuse_idle_workers():
+    before = set(threading.enumerate())  # idle workers of earlier calls among them
     workers = {call_with_deadline(threading.current_thread, 5.0) for _ in range(40)}
-    assert len(workers) <= 5  # not a thread per call
+    assert len(workers - before) <= 2  # not a thread per call
     assert threading.current_thread() not in workers
 
 
