@@ -50,6 +50,8 @@ def test_turn_by_turn_ids_are_the_whole_conversations_rendering(tokenizer):
         messages += [{"role": "assistant", "content": answer}, *observation]
         assert ids == template(tokenizer, messages, True)
     assert convo.messages == messages
+    with pytest.raises(ValueError, match="call add_assistant first"):
+        convo.add_observation([{"role": "user", "content": "1"}], [])
 
 
 def test_a_turn_the_template_would_tokenise_differently_keeps_the_sampled_ids(tokenizer):

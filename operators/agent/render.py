@@ -70,6 +70,8 @@ class ConversationTokens:
         is); returns the ids that follow the sampled ones: the template's close of the turn,
         the messages and the next generation prompt."""
         turn = self.messages[-1]
+        if turn["role"] != "assistant":
+            raise ValueError("add_observation answers a model turn: call add_assistant first")
         rendered = render_chat(self.tokenizer, [*self.head, turn, *messages], tools=self.tools)
         what = f"the assistant's turn and {len(messages)} environment message(s)"
         ids = _extension(self.prompt_ids, rendered, what)
