@@ -1,21 +1,29 @@
 """Agent rollouts: episodes/s with a 100 ms tool at concurrency 1 vs 16, and generated tokens/s
-of multi-turn episodes against single-turn generation of the same number of tokens.
+of multi-turn episodes against single-turn generation of the same number of tokens, for short
+and for long turns.
 
 The policy is the tiny default model (``.cache/tiny``, built if missing); every turn calls a
 tool that sleeps 100 ms (``BENCH_TOOL_LATENCY_S``; the parser below reads every turn as one
-call), so
-each episode is ``--turns`` model turns and ``--turns`` tool calls. At concurrency 1 an
-episode's tool time stalls generation; at 16 the engine batches the turns of the live
-episodes while others wait on their tools. Run from the repository root:
+call), so each episode is ``--turns`` model turns and ``--turns`` tool calls. At concurrency 1
+an episode's tool time stalls generation; at 16 the engine batches the turns of the live
+episodes while others wait on their tools.
 
-    python bench/agent_throughput.py [--episodes 64] [--turns 3]
+Two turn lengths: *short*, the tiny model as trained (it answers in 1-2 tokens, so per-turn
+costs dominate), and *long*, the same weights with a 1024-position context sampled at
+temperature 100 (near-uniform over its 16-token vocabulary: a turn ends when it samples EOS,
+after ~16 tokens). Run from the repository root:
+
+    python bench/agent_throughput.py [--episodes 64] [--turns 3] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +35,11 @@ sys.path.insert(0, str(ROOT))
 from operators.agent.environment import AssistantTurn, ToolCall  # noqa: E402
 
 LATENCY = "BENCH_TOOL_LATENCY_S"  # seconds per tool call (default 0.1), read at each call
+# The sampling and budgets of each turn length (the long one on the long-context copy).
+SETTINGS = {
+    "short": {"temperature": 1.0, "max_tokens_per_turn": 8, "max_total_tokens": 64},
+    "long": {"temperature": 100.0, "max_tokens_per_turn": 96, "max_total_tokens": 512},
+}
 
 
 def slow_tool(key: int) -> str:
@@ -53,8 +66,31 @@ def prompts(count: int) -> pa.Table:
     )
 
 
-def run_agent(model: str, episodes: int, turns: int, concurrency: int) -> tuple[float, int]:
-    """Wall seconds of ``episodes`` episodes and the tokens the model generated."""
+def long_context_copy(model: str, into: Path, positions: int = 1024) -> str:
+    """A copy of ``model`` whose config allows ``positions`` positions (RoPE has no limit)."""
+    target = into / "model"
+    shutil.copytree(model, target)
+    for name, key in (
+        ("config.json", "max_position_embeddings"),
+        ("tokenizer_config.json", "model_max_length"),
+    ):
+        path = target / name
+        config = json.loads(path.read_text())
+        config[key] = positions
+        path.write_text(json.dumps(config))
+    return str(target)
+
+
+def run_agent(
+    model: str,
+    episodes: int,
+    turns: int,
+    concurrency: int,
+    setting: str = "short",
+    repeats: int = 1,
+) -> tuple[float, int, float]:
+    """Wall seconds of ``episodes`` episodes (the best of ``repeats`` runs), the tokens the
+    model generated and the mean number of turns."""
     from operators.agent.loop import AgentLoop
     from operators.agent.params import AgentParams
     from rldag.operator import NodeContext
@@ -64,26 +100,30 @@ def run_agent(model: str, episodes: int, turns: int, concurrency: int) -> tuple[
         tools=["bench.agent_throughput:slow_tool"],
         tool_parser="bench.agent_throughput:every_turn_calls",
         max_turns=turns,
-        max_tokens_per_turn=8,
-        max_total_tokens=64,
         max_concurrency=concurrency,
+        **SETTINGS[setting],
     )
     agent = AgentLoop(params)
     ctx = NodeContext(node="agent", iteration=0, seed=0, run_uri="")
     try:
         agent({"prompts": prompts(4)}, ctx)  # warm: engine, hosts, first forward
-        start = time.perf_counter()
-        table = agent({"prompts": prompts(episodes)}, ctx)
-        wall = time.perf_counter() - start
+        wall = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            table = agent({"prompts": prompts(episodes)}, ctx)
+            wall = min(wall, time.perf_counter() - start)
     finally:
         agent.close()
     generated = sum(sum(m) for m in table["response_mask"].to_pylist())
-    assert set(table["num_turns"].to_pylist()) == {turns}, table["num_turns"].to_pylist()
-    return wall, generated
+    num_turns = table["num_turns"].to_pylist()
+    if setting == "short":  # the trained model always stops: every episode has every turn
+        assert set(num_turns) == {turns}, num_turns
+    return wall, generated, sum(num_turns) / len(num_turns)
 
 
-def run_single_turn(model: str, rows: int, tokens: int) -> float:
-    """Wall seconds of single-turn generation of ``rows`` x ``tokens`` tokens (EOS ignored)."""
+def run_single_turn(model: str, rows: int, tokens: int, repeats: int) -> float:
+    """Wall seconds of single-turn generation of ``rows`` x ``tokens`` tokens (EOS ignored),
+    the best of ``repeats`` runs."""
     from operators.generate import GenerateParams, TorchGenerate
     from rldag.operator import NodeContext
 
@@ -92,15 +132,43 @@ def run_single_turn(model: str, rows: int, tokens: int) -> float:
     )
     ctx = NodeContext(node="generate", iteration=0, seed=0, run_uri="")
     generate({"prompts": prompts(4)}, ctx)
-    start = time.perf_counter()
-    generate({"prompts": prompts(rows)}, ctx)
-    return time.perf_counter() - start
+    wall = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        generate({"prompts": prompts(rows)}, ctx)
+        wall = min(wall, time.perf_counter() - start)
+    return wall
+
+
+def tokens_per_second(model: str, setting: str, episodes: int, turns: int, repeats: int) -> None:
+    """Generated tokens/s of the agent with 16 episodes in flight (instant and 100 ms tools)
+    and with all of them (instant tools: as many rows per decode step as single-turn has),
+    against single-turn generation of the same tokens per row. Each is the best of
+    ``repeats`` runs (single-turn, a fraction of a second: of 3x as many), as the machine may
+    be shared."""
+    rates = {}
+    for concurrency, latency in ((16, "0"), (16, "0.1"), (episodes, "0")):
+        os.environ[LATENCY] = latency
+        wall, generated, mean_turns = run_agent(
+            model, episodes, turns, concurrency, setting, repeats
+        )
+        rates[concurrency, latency] = generated / wall
+    per_row = max(1, round(generated / episodes))
+    single = per_row * episodes / run_single_turn(model, episodes, per_row, 3 * repeats)
+    (instant, tools, wide) = (f"{r:.0f} ({r / single:.2f}x)" for r in rates.values())
+    print(
+        f"{setting} turns ({generated / episodes / mean_turns:.1f} tokens per turn, "
+        f"{mean_turns:.2f} turns): single-turn ({episodes} x {per_row} tokens) {single:.0f} "
+        f"tokens/s; agent, 16 in flight: instant tools {instant}, 100 ms tools {tools}; "
+        f"all {episodes} in flight, instant tools: {wide}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="tokens/s: best of this many")
     args = parser.parse_args()
 
     import torch
@@ -109,28 +177,20 @@ def main() -> None:
 
     torch.set_num_threads(1)
     model = str(build_tiny_task(ROOT / ".cache" / "tiny") / "model")
-    results = {}
+    walls = {}
     for concurrency in (1, 16):
-        wall, generated = run_agent(model, args.episodes, args.turns, concurrency)
-        results[concurrency] = (wall, generated)
+        wall, generated, _ = run_agent(model, args.episodes, args.turns, concurrency)
+        walls[concurrency] = wall
         print(
             f"concurrency {concurrency:2d}: {args.episodes} episodes x {args.turns} turns "
             f"(100 ms per tool call) in {wall:.2f} s: {args.episodes / wall:.1f} episodes/s, "
             f"{generated / wall:.0f} generated tokens/s"
         )
-    (w1, _), (w16, generated) = results[1], results[16]
-    print(f"episodes/s, concurrency 16 vs 1: {w1 / w16:.1f}x")
-    os.environ[LATENCY] = "0"
-    w0, generated0 = run_agent(model, args.episodes, args.turns, 16)
-    per_row = max(1, round(generated0 / args.episodes))
-    single = run_single_turn(model, args.episodes, per_row)
-    tokens = per_row * args.episodes
-    print(
-        f"generated tokens/s: single-turn ({args.episodes} x {per_row} tokens) "
-        f"{tokens / single:.0f}; agent at concurrency 16 with instant tools "
-        f"{generated0 / w0:.0f} ({generated0 / w0 / (tokens / single):.2f}x), with 100 ms "
-        f"tools {generated / w16:.0f} ({generated / w16 / (tokens / single):.2f}x)"
-    )
+    print(f"episodes/s, concurrency 16 vs 1: {walls[1] / walls[16]:.1f}x")
+    tokens_per_second(model, "short", args.episodes, args.turns, args.repeats)
+    with tempfile.TemporaryDirectory() as tmp:
+        long = long_context_copy(model, Path(tmp))
+        tokens_per_second(long, "long", args.episodes, args.turns, args.repeats)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,10 @@ def test_stored_ids_are_what_was_sampled_and_what_the_template_rendered(chat_mod
     )
     op = AgentLoop(params)
     table = op({"prompts": PROMPTS}, CTX)
+    # turns 2 and 3 prefilled only what the turn and the environment added (the ids are
+    # checked below against full prefills); every finished episode's cache was dropped
+    assert op.engine.batcher.reused_tokens > 0
+    assert len(op.engine.batcher.kept) == 0
     op.close()
     sampling, base = op.sampling(CTX, 24)
     engine = TorchEngine.from_pretrained(chat_model)

@@ -36,6 +36,9 @@ CHATML_WITH_TOOLS = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# Extends every turn, but numbers them: a turn renders differently after the first messages
+# alone than after the whole conversation.
+NUMBERS_TURNS = "{% for m in messages %}{{ loop.index }}={{ m.content }}{% endfor %}"
 NO_TOOL_ROLE = (
     "{% for m in messages %}{% if m.role == 'tool' %}"
     "{{ raise_exception('tool messages are not supported') }}{% endif %}"
@@ -69,6 +72,14 @@ def test_a_template_that_strips_earlier_reasoning_is_refused_at_the_turn_that_br
     assert "rendering turn 6 (user) changes the tokens of turns 1-5" in message
     # system "1+1=2" (5 tokens) and user "37+58=" (6) are kept; the reasoning goes
     assert "from token 11 on ('58+3795" in message
+
+
+def test_a_template_whose_turns_depend_on_earlier_turns_is_refused(tokenizer):
+    with pytest.raises(InputError) as info:
+        check_chat_template(with_template(tokenizer, NUMBERS_TURNS))
+    message = str(info.value)
+    assert message.startswith("model_path: the chat template renders turn 6 (user) differently")
+    assert "'6=95+1=' vs '4=95+1='" in message  # turn 6 of the whole, 4 after the first
 
 
 def test_a_template_that_cannot_render_a_turn_names_it(tokenizer):

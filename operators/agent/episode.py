@@ -218,12 +218,13 @@ class EpisodeRunner:
             record.model_end = record.end = len(ep.token_ids)
             ep.text = done.text or ""
             turn = self._parse(ep.text)
-            glue = convo.add_assistant(ep.text, list(done.token_ids))
+            convo.add_assistant(ep.text)
             ep.messages.append(stored_message(convo.messages[-1], turn.tool_calls))
             if done.finish_reason != "stop":
                 ep.finish_reason = FinishReason.length
                 return
-            if not self._step(ep, record, key, turn, convo, glue, deadline, turn_index):
+            sampled = list(done.token_ids)
+            if not self._step(ep, record, key, turn, convo, sampled, deadline, turn_index):
                 return
         ep.finish_reason = FinishReason.max_turns
 
@@ -234,7 +235,7 @@ class EpisodeRunner:
         key: str,
         turn: AssistantTurn,
         convo: ConversationTokens,
-        glue: list[int],
+        sampled: list[int],
         deadline: float | None,
         turn_index: int,
     ) -> bool:
@@ -278,14 +279,14 @@ class EpisodeRunner:
             return False
         if ends:
             return True  # the loop ends with max_turns
-        ids = convo.add_observation(observed)
+        ids = convo.add_observation(observed, sampled)  # the turn's close, then the answer
         ep.messages.extend(stored_message(m) for m in observed)
-        total = len(ep.token_ids) + len(glue) + len(ids)
+        total = len(ep.token_ids) + len(ids)
         if total >= self.p.max_total_tokens or (
             self.context is not None and len(ep.prompt_ids) + total >= self.context
         ):
             ep.finish_reason = FinishReason.length
             return False
-        ep.extend(glue + ids)
+        ep.extend(ids)
         record.end = len(ep.token_ids)
         return True

@@ -77,10 +77,14 @@ class AgentLoop(PolicyEngine):
         def episode(i: int, k: int) -> Episode:
             def sample(ids: list[int], budget: int, turn: int, left: float | None):
                 per_turn = replace(params, max_new_tokens=budget)
-                return turns.sample(ids, per_turn, turn_seed(base, ids_of[i], k, turn), left)
+                seed = turn_seed(base, ids_of[i], k, turn)
+                return turns.sample(ids, per_turn, seed, left, key)
 
             key = f"{ctx.node}/{ctx.rank}/{ctx.iteration}/{i}/{k}"
-            return runner.run(key, rows[i], prompt_messages(rows[i]["prompt"]), sample)
+            try:
+                return runner.run(key, rows[i], prompt_messages(rows[i]["prompt"]), sample)
+            finally:
+                turns.release(key)
 
         runner = EpisodeRunner(self.p, self.tokenizer, self.parse, self.hosts, self.context)
         rows = prompts.to_pylist()

@@ -1,11 +1,15 @@
 """A conversation's token ids, rendered turn by turn with the policy's chat template.
 
-Token in / token out: the ids only ever grow. An environment turn's ids are
-``template(messages so far + new messages) - template(messages so far)``, checked to be an
-extension (a template that rewrites earlier turns, e.g. one that strips earlier reasoning,
-raises ``TemplateError``); the model's turn keeps the exact sampled ids, and what the template
-puts after them (``<|im_end|>``'s newline, say) is added as environment tokens ("glue").
-Nothing is ever re-tokenised from the final text.
+Token in / token out: the ids only ever grow. The model's turn keeps the exact sampled ids;
+the environment's answer is what the template adds after that turn, rendered incrementally:
+``template(first messages + the model's last turn + new messages) - template(first
+messages)``, so a turn costs one render of a few messages however long the episode is. What
+the template puts after the sampled ids (``<|im_end|>``'s newline, say) is added as
+environment tokens ("glue"). Each render is checked to extend the first messages' tokens (a
+template that rewrites earlier turns raises ``TemplateError``); that rendering a turn after
+the first messages alone gives what it gives after the whole conversation is checked on a
+sample conversation before compute (``template_check.py``). Nothing is ever re-tokenised from
+the final text.
 """
 
 from __future__ import annotations
@@ -52,40 +56,40 @@ class ConversationTokens:
     ) -> None:
         self.tokenizer = tokenizer
         self.tools = tools or None
+        self.head: list[Message] = list(messages)  # every turn is rendered after these
         self.messages: list[Message] = list(messages)
-        self.prompt_ids = render_chat(tokenizer, self.messages, tools=self.tools)
-        self._open = self.prompt_ids  # the conversation ready for the model's next turn
-        self._closed = self.prompt_ids  # ... and after the last message, without that prompt
+        self.prompt_ids = render_chat(tokenizer, self.head, tools=self.tools)
+        self._specials = set(getattr(tokenizer, "all_special_ids", ()))
 
-    def add_assistant(self, text: str, sampled: list[int]) -> list[int]:
-        """Append the model's turn (``text`` decoded from ``sampled``); returns the ids the
-        template adds after the sampled ones."""
-        message: Message = {"role": "assistant", "content": text}
-        closed = render_chat(
-            self.tokenizer, [*self.messages, message], tools=self.tools, generation=False
-        )
-        turn = _extension(self._open, closed, "the assistant's turn")
-        self.messages.append(message)
-        self._closed = closed
-        if turn[: len(sampled)] == sampled:
-            return turn[len(sampled) :]
-        return self._glue_after_content(turn, text)
+    def add_assistant(self, text: str) -> None:
+        """Append the model's turn (``text``, decoded from its sampled ids)."""
+        self.messages.append({"role": "assistant", "content": text})
 
-    def _glue_after_content(self, turn: list[int], content: str) -> list[int]:
+    def add_observation(self, messages: list[Message], sampled: list[int]) -> list[int]:
+        """Append environment messages after the model's last turn (``sampled``, appended as
+        is); returns the ids that follow the sampled ones: the template's close of the turn,
+        the messages and the next generation prompt."""
+        turn = self.messages[-1]
+        if turn["role"] != "assistant":
+            raise ValueError("add_observation answers a model turn: call add_assistant first")
+        rendered = render_chat(self.tokenizer, [*self.head, turn, *messages], tools=self.tools)
+        what = f"the assistant's turn and {len(messages)} environment message(s)"
+        ids = _extension(self.prompt_ids, rendered, what)
+        self.messages.extend(messages)
+        if ids[: len(sampled)] == sampled:
+            return ids[len(sampled) :]
+        stopped = sampled[:-1] if sampled and sampled[-1] in self._specials else None
+        if stopped is not None and ids[: len(stopped)] == stopped:
+            return ids[len(stopped) :]  # its stop token is not the template's close: both stay
+        return self._after_content(ids, turn["content"])
+
+    def _after_content(self, ids: list[int], content: str) -> list[int]:
         """The template's ids after the turn's content (the model sampled ids its tokenizer
-        would not produce for the same text): the tail of ``turn`` that follows the shortest
+        would not produce for the same text): the tail of ``ids`` that follows the shortest
         head decoding to the content."""
         tok = self.tokenizer
         target = tok.decode(tok.encode(content, add_special_tokens=False))
-        for m in range(len(turn) + 1):
-            if tok.decode(turn[:m], skip_special_tokens=True).endswith(target):
-                return turn[m:]
+        for m in range(len(ids) + 1):
+            if tok.decode(ids[:m], skip_special_tokens=True).endswith(target):
+                return ids[m:]
         return []
-
-    def add_observation(self, messages: list[Message]) -> list[int]:
-        """Append environment messages; returns their ids with the next generation prompt."""
-        opened = render_chat(self.tokenizer, [*self.messages, *messages], tools=self.tools)
-        ids = _extension(self._closed, opened, f"{len(messages)} environment message(s)")
-        self.messages.extend(messages)
-        self._open = self._closed = opened
-        return ids

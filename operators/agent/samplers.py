@@ -23,15 +23,22 @@ class LoopTurns:
         self.loop = EngineLoop(engine, weight_version=str(version))
 
     def sample(
-        self, ids: list[int], params: SamplingParams, seed: int, timeout_s: float | None
+        self, ids: list[int], params: SamplingParams, seed: int, timeout_s: float | None, key: str
     ) -> tuple[Completion, int]:
-        future = self.loop.generate([GenerateItem(ids, params, seed, 0)])
+        """One turn of episode ``key``: the engine keeps its cache for the episode's next turn,
+        which then prefills only what the turn and the environment added."""
+        future = self.loop.generate([GenerateItem(ids, params, seed, 0, cache_key=key)])
         results, version = future.result(timeout=timeout_s)
         return results[0][0], int(version)
+
+    def release(self, key: str) -> None:
+        """Episode ``key`` ended: its kept cache is dropped."""
+        self.loop.release(key)
 
     def close(self) -> None:
         self.loop.close()
         self.engine.batcher.abort_all()  # turns of episodes that timed out
+        self.engine.batcher.kept.clear()  # and their kept caches
         self.engine.batcher.weight_version = None
 
 
@@ -42,10 +49,13 @@ class ServerTurns:
         self.service = service
 
     def sample(
-        self, ids: list[int], params: SamplingParams, seed: int, timeout_s: float | None
+        self, ids: list[int], params: SamplingParams, seed: int, timeout_s: float | None, key: str
     ) -> tuple[Completion, int]:
         ((completions, version),) = self.service.generate([ids], replace(params, n=1), [seed])
         return completions[0], int(version)
+
+    def release(self, key: str) -> None:
+        pass  # the servers' caches are theirs to manage
 
     def close(self) -> None:
         pass

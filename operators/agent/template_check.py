@@ -6,7 +6,10 @@ chat template renders if rendering turn t+1 extends the tokens of turn t. A temp
 rewrites earlier turns (Qwen3-style templates strip the ``<think>`` reasoning of earlier
 assistant turns) breaks it silently at run time; `check_chat_template` renders a sample
 conversation (system, user, assistant with a tool call, tool result, assistant) one turn at a
-time and refuses such a template, naming the turn and the first token that changed.
+time and refuses such a template, naming the turn and the first token that changed. Episodes
+render each environment answer after the conversation's first messages and the model's last
+turn only (``render.py``); the check also refuses a template for which that differs from
+rendering the whole conversation (one that numbers its turns, say).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.agent.environment import Message
-from operators.agent.render import first_difference
+from operators.agent.render import ConversationTokens, TemplateError, first_difference
 from operators.prompts import render_chat
 from rldag.errors import InputError
 
@@ -83,7 +86,8 @@ def check_chat_template(
     conversation calling the first of `tools`) extends the previous turn's tokens.
 
     Turn k is rendered as the agent loop renders it: messages 1..k, with the generation prompt
-    when the model speaks next; the prompt is messages up to the first user message."""
+    when the model speaks next; the prompt is messages up to the first user message. Then
+    the turns are rendered incrementally, as episodes do, and must give the same tokens."""
     tools = list(tools) if tools else None
     messages = messages or sample_conversation(tools or ())
     if getattr(tokenizer, "chat_template", None) is None:
@@ -112,6 +116,42 @@ def check_chat_template(
                 path=key,
             )
         previous = ids
+    _check_incremental(tokenizer, tools, messages, first, key)
+
+
+def _check_incremental(
+    tokenizer: Any, tools: list | None, messages: list[Message], first: int, key: str
+) -> None:
+    """InputError unless ``ConversationTokens`` (each environment answer rendered after the
+    first messages and the model's last turn) gives what rendering the whole conversation
+    gives, the model's turns taken as the template renders them."""
+    convo = ConversationTokens(tokenizer, messages[:first], tools)
+    ids, k = list(convo.prompt_ids), first
+    while k < len(messages) and messages[k]["role"] == "assistant":
+        j = next((i for i in range(k + 1, len(messages)) if messages[i]["role"] == "assistant"),
+                 len(messages))  # fmt: skip
+        if j == k + 1:
+            return
+        sampled = render_chat(tokenizer, messages[: k + 1], tools=tools, generation=False)
+        sampled = sampled[len(ids) :]
+        convo.add_assistant(messages[k]["content"])
+        try:
+            ids += sampled + convo.add_observation(list(messages[k + 1 : j]), sampled)
+        except TemplateError as err:
+            raise InputError(str(err), path=key) from None
+        whole = render_chat(tokenizer, messages[:j], tools=tools, generation=True)
+        if ids != whole:
+            at = first_difference(ids, whole)
+            at = min(len(ids), len(whole)) if at is None else at
+            raise InputError(
+                f"the chat template renders turn {j} ({messages[j - 1]['role']}) differently "
+                f"after the whole conversation than after its first messages and the previous "
+                f"turn alone (from token {at}: {_snippet(tokenizer, whole[at:])} vs "
+                f"{_snippet(tokenizer, ids[at:])}); episodes render each turn after those "
+                "alone: use a template whose turns depend only on them (not on turn numbers)",
+                path=key,
+            )
+        k = j
 
 
 def check_model_template(model_path: str, tools: Sequence[Schema] | None = None) -> None:

@@ -13,9 +13,10 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
-from operators.agent.deadline import CallTimeout, call_with_deadline
+from operators.agent.deadline import CallTimeout, call_with_deadline, in_worker
 from operators.agent.environment import AssistantTurn, CallRecord, Message, StepResult, ToolCall
 from rldag.errors import SpecError
 
@@ -87,14 +88,9 @@ class ToolEnvironment:
             with self._slots:
                 results[k] = self._call(call)
 
-        threads = [
-            threading.Thread(target=run, args=(k, c), daemon=True)
-            for k, c in enumerate(turn.tool_calls)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        calls = [in_worker(partial(run, k, c)) for k, c in enumerate(turn.tool_calls)]
+        for call in calls:
+            call.result()  # run never raises: _call records errors
         out = StepResult(observation=[_error_message(e) for e in turn.parse_errors])
         out.errors.extend(turn.parse_errors)
         for message, record in results:

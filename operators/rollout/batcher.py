@@ -1,7 +1,8 @@
 """Continuous batching: sequences enter free KV-cache slots as others finish, one step at a time.
 
-A *group* is one prompt and its ``n`` samples. Its prompt is prefilled once; the prefix cache is
-copied into a slot for each sample as slots free up, and kept until the last sample got one.
+A *group* (``group.py``) is one prompt and its ``n`` samples. Its prompt is prefilled once; the
+prefix cache is copied into a slot for each sample as slots free up, and kept until the last
+sample got one (admission: ``admission.py``).
 Every ``step`` admits waiting samples into free slots (sampling their first token from the
 prompt's logits), decodes one token for every live slot, and ends sequences on a stop token, a
 stop string or their length limit; the freed slot is refilled on the next step. Slots are
@@ -13,57 +14,39 @@ New weights can arrive between steps (``new_weights``): every live sequence reco
 index from which the new version generates it, and ``refresh`` recomputes the KV cache of the
 live sequences under the new weights (their prompt and sampled tokens re-prefilled), so they
 continue as if those weights had produced their cache; their RNG streams go on where they were.
+
+A single-sample group submitted with a ``cache_key`` keeps its finished sequence's cache under
+that key (``prefix_store.py``); the next prompt submitted under the key (the caller's next turn:
+the same context with more appended) prefills only the tokens after the part it shares with the
+kept ones (``Decoder.extend``), which computes what a full prefill computes.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from operators.rollout import dedup
-from operators.rollout.decoder import Decoder, Prefill, prefill_chunks
+from operators.rollout.admission import SlotAdmission
+from operators.rollout.decoder import Decoder, prefill_chunks
+from operators.rollout.group import Group, filters
 from operators.rollout.kv_cache import SlotKVCache
+from operators.rollout.prefix_store import Kept, PrefixStore
 from operators.rollout.rng import group_key
 from operators.rollout.sampling import Completion, SamplingParams, sample_rows
 from operators.rollout.slot_state import SlotState
 from operators.rollout.stops import StopStrings, cut_at_stop
-from operators.rollout.weight_update import VersionStarts, record_version
+from operators.rollout.weight_update import record_version
 
 __all__ = ["ContinuousBatcher"]
 
 Finished = list[tuple[int, list[Completion]]]  # (ticket, the group's completions)
 
 
-def _filters(params: SamplingParams) -> bool:
-    """Whether ``params`` restricts sampling with top-k or top-p."""
-    return params.top_k > 0 or params.top_p < 1.0
-
-
-@dataclass
-class _Group:
-    """One prompt with its samples, from submission until every sample finished."""
-
-    ticket: int
-    prompt: list[int]
-    params: SamplingParams
-    key: int  # rng.group_key of the request seed and the prompt's index
-    runs: int  # samples decoded (1 for greedy groups, whose result is copied n times)
-    stop_ids: list[int]
-    filters: bool  # uses top-k or top-p
-    samples: bool  # not greedy
-    results: list[Completion | None] = field(default_factory=list)
-    versions: list[VersionStarts] = field(default_factory=list)  # per sample, once admitted
-    admitted: int = 0
-    unfinished: int = 0
-    prefix: tuple[Prefill, int] | None = None  # the prefill batch holding its prompt, and the row
-
-
-class ContinuousBatcher:
+class ContinuousBatcher(SlotAdmission):
     """Owns the slot KV cache and the per-slot decoding state of one model."""
 
     def __init__(
@@ -74,6 +57,7 @@ class ContinuousBatcher:
         tokenizer: Any = None,
         max_prefill_tokens: int = 8192,
         deduplicate: bool = True,
+        max_kept_tokens: int = 1 << 16,
     ) -> None:
         self.decoder = decoder
         self.deduplicate = deduplicate  # decode identical sequences once (dedup.py)
@@ -87,17 +71,20 @@ class ContinuousBatcher:
             decoder.layers, decoder.kv_heads, decoder.head_dim, dtype=decoder.dtype,
             device=self.device,
         )  # fmt: skip
-        self.waiting: deque[_Group] = deque()
-        self.owner: list[tuple[_Group, int] | None] = []
+        self.waiting: deque[Group] = deque()
+        self.owner: list[tuple[Group, int] | None] = []
         self.stops: dict[int, StopStrings] = {}
         self.active = 0
         self._filtering = 0  # live sequences that use top-k or top-p
         self._sampling = 0  # live sequences that are not greedy
+        self._siblings = 0  # live sequences of groups decoding several samples (can repeat)
         self.hi = 0  # slots [0, hi) are decoded each step
-        self._done: list[_Group] = []
+        self._done: list[Group] = []
         self._tickets = itertools.count()
         self.s = SlotState(self.device)
         self.weight_version: str | None = None  # the weights' label; None = record no versions
+        self.kept = PrefixStore(max_kept_tokens)  # finished caches by the caller's key
+        self.reused_tokens = 0  # prompt tokens not prefilled again thanks to kept caches
 
     # ---- public API --------------------------------------------------------------------------
 
@@ -109,26 +96,29 @@ class ContinuousBatcher:
         seed: int,
         index: int,
         stop_ids: list[int],
+        cache_key: str | None = None,
     ) -> int:
         """Queue ``params.n`` samples of ``prompt``; returns the ticket ``step`` reports it under.
 
         Sample ``j`` draws from ``sequence_key(seed, index, j)``. Greedy groups decode one sample
-        and copy it ``n`` times.
+        and copy it ``n`` times. With ``cache_key`` (a group that decodes one sample) the prompt
+        reuses the cache kept under that key and the finished sequence's cache is kept under it.
         """
         if not prompt:
             raise ValueError("every prompt needs at least one token")
         if params.stop and self.tokenizer is None:
             raise ValueError("stop strings need a tokenizer")
         runs = 1 if params.greedy else params.n
-        group = _Group(
+        group = Group(
             ticket=next(self._tickets),
             prompt=list(prompt),
             params=params,
             key=group_key(seed, index),
             runs=runs,
             stop_ids=sorted(set(stop_ids)),
-            filters=_filters(params),
+            filters=filters(params),
             samples=not params.greedy,
+            cache_key=cache_key if runs == 1 else None,
         )
         group.results = [None] * runs
         group.versions = [[] for _ in range(runs)]
@@ -179,6 +169,7 @@ class ContinuousBatcher:
         """
         for group in self.waiting:
             group.prefix = None
+        self.kept.clear()
         if version is not None:
             self.weight_version = version
         if self.weight_version is None:
@@ -188,6 +179,10 @@ class ContinuousBatcher:
             if owner is not None:
                 group, sample = owner
                 record_version(group.versions[sample], counts[slot], self.weight_version)
+
+    def release(self, cache_key: str) -> None:
+        """The caller is done with ``cache_key``: drop the cache kept under it."""
+        self.kept.drop(cache_key)
 
     @torch.inference_mode()
     def refresh(self) -> int:
@@ -207,96 +202,13 @@ class ContinuousBatcher:
             self.cache.write(dst, out.kv, torch.arange(rows, device=self.device))
         return len(live)
 
-    # ---- admission ---------------------------------------------------------------------------
-
-    def _plan(self) -> list[tuple[_Group, list[int]]]:
-        """Waiting samples (FIFO) paired with free slots, growing the cache to fit them."""
-        pending = sum(g.runs - g.admitted for g in self.waiting)
-        slots = min(self.max_batch_size, self.active + pending)
-        need = max(len(g.prompt) + g.params.max_new_tokens for g in self.waiting)
-        self.cache.ensure(slots, need + 1)
-        width = max(len(g.stop_ids) for g in self.waiting)
-        max_new = max(g.params.max_new_tokens for g in self.waiting)
-        self.s.grow(self.cache.slots, max_new, max(width, 1))
-        self.owner += [None] * (self.s.slots - len(self.owner))
-        limit = min(self.max_batch_size, self.cache.slots)
-        free = [s for s in range(limit) if self.owner[s] is None]
-        plan, used = [], 0
-        for group in self.waiting:
-            take = min(group.runs - group.admitted, len(free) - used)
-            if take <= 0:
-                break
-            plan.append((group, free[used : used + take]))
-            used += take
-        return plan
-
-    def _prefill(self, groups: list[_Group]) -> None:
-        """Prefill the prompts of ``groups`` (in token-bounded chunks) and keep each prefix."""
-        prompts = [g.prompt for g in groups]
-        for start, out in prefill_chunks(self.decoder, prompts, self.max_prefill_tokens):
-            for row in range(len(out.lengths)):
-                groups[start + row].prefix = (out, row)
-
-    def _admit(self) -> None:
-        if not self.waiting or self.active >= self.max_batch_size:
-            return
-        plan = self._plan()
-        if not plan:
-            return
-        self._prefill([g for g, _ in plan if g.prefix is None])
-        slots: list[int] = []
-        rows: dict[int, tuple[Prefill, list[int], list[int]]] = {}  # by prefill: rows, slots
-        per_row: dict[str, list] = {k: [] for k in ("pos", "temp", "top_k", "top_p", "max_new")}
-        per_row |= {"key": [], "sample": [], "stop": [], "cls": []}
-        for group, group_slots in plan:
-            p, (prefill, row), take = group.params, group.prefix, len(group_slots)
-            entry = rows.setdefault(id(prefill), (prefill, [], []))
-            entry[1].extend([row] * take)
-            entry[2].extend(group_slots)
-            slots += group_slots
-            for name, value in (
-                ("pos", len(group.prompt)), ("temp", p.temperature), ("top_k", p.top_k),
-                ("top_p", p.top_p), ("max_new", p.max_new_tokens), ("key", group.key),
-                ("stop", group.stop_ids),
-            ):  # fmt: skip
-                per_row[name] += [value] * take
-            per_row["sample"] += range(group.admitted, group.admitted + take)
-            per_row["cls"] += [self._next_cls] * take  # same prompt, nothing drawn yet
-            self._next_cls += 1
-            for j, slot in enumerate(group_slots):
-                self.owner[slot] = (group, group.admitted + j)
-                if self.weight_version is not None:
-                    group.versions[group.admitted + j] = [(0, self.weight_version)]
-                if p.stop:
-                    self.stops[slot] = StopStrings(self.tokenizer, p.stop)
-            self._filtering += take * group.filters
-            self._sampling += take * group.samples
-            group.admitted += take
-            if group.admitted == group.runs:
-                group.prefix = None
-        while self.waiting and self.waiting[0].admitted == self.waiting[0].runs:
-            self.waiting.popleft()
-        self.active += len(slots)
-        self.hi = max(self.hi, max(slots) + 1)
-        logits = [self._write_prefixes(*entry) for entry in rows.values()]
-        order = [s for _, _, group_slots in rows.values() for s in group_slots]
-        self.s.admit(slots, per_row)
-        self._sample(torch.tensor(order, device=self.device), torch.cat(logits))
-
-    def _write_prefixes(self, prefill: Prefill, rows: list[int], slots: list[int]):
-        """Copy prompt caches (rows of one prefill batch) into slots; their next-token logits."""
-        src = torch.tensor(rows, device=self.device)
-        dst = torch.tensor(slots, device=self.device)
-        width = max(prefill.lengths[r] for r in set(rows))
-        self.cache.write(dst, [kv[:, :width] for kv in prefill.kv], src)
-        return prefill.logits[src]
-
     # ---- decoding ----------------------------------------------------------------------------
 
     def _decode(self) -> None:
         """One token for every slot in ``[0, hi)``; holes compute garbage that is never kept."""
         hi = self.hi
-        unique = dedup.plan(self.s.cls[:hi], self.s.alive[:hi]) if self.deduplicate else None
+        repeats = self.deduplicate and self._siblings > 1
+        unique = dedup.plan(self.s.cls[:hi], self.s.alive[:hi]) if repeats else None
         if unique is not None:
             self.deduplicated_rows += hi - unique[0].shape[0]
         logits = self.decoder.decode(self.cache, self.s.token[:hi], self.s.pos[:hi], unique)
@@ -332,7 +244,8 @@ class ContinuousBatcher:
             step = step + 1
         self.s.count[sel] = step
         self.s.token[sel] = tokens
-        self.s.cls[sel], self._next_cls = dedup.relabel(self.s.cls[sel], tokens, self._next_cls)
+        if self._siblings:  # else every live class has one member: nothing to split
+            self.s.cls[sel], self._next_cls = dedup.relabel(self.s.cls[sel], tokens, self._next_cls)
         hit = (self.s.stop_tab[sel] == tokens.unsqueeze(-1)).any(-1)
         done = hit | (step >= self.s.max_new[sel])
         if alive is not None:
@@ -376,9 +289,12 @@ class ContinuousBatcher:
         self.active -= len(ends)
         for (slot, ids, lps, reason, matched), text in zip(ends, texts, strict=True):
             group, sample = owner[slot]
+            if group.cache_key is not None and reason != "abort" and ids:
+                self._keep(group, slot, ids)
             owner[slot] = None
             self._filtering -= group.filters
             self._sampling -= group.samples
+            self._siblings -= group.runs > 1
             if stops:
                 stops.pop(slot, None)
             if isinstance(matched, str):
@@ -386,7 +302,14 @@ class ContinuousBatcher:
             versions = tuple(group.versions[sample])
             self._complete(group, sample, Completion(ids, lps, reason, text, matched, versions))
 
-    def _complete(self, group: _Group, sample: int, completion: Completion) -> None:
+    def _keep(self, group: Group, slot: int, ids: list[int]) -> None:
+        """Keep the cache of a finished sequence: its prompt and tokens but the last (the one
+        never fed), under the group's key."""
+        tokens = group.prompt + ids[:-1]
+        kv = [layer[:, : len(tokens), slot].transpose(0, 1).clone() for layer in self.cache.kv]
+        self.kept.keep(group.cache_key, Kept(tokens, kv))
+
+    def _complete(self, group: Group, sample: int, completion: Completion) -> None:
         group.results[sample] = completion
         group.unfinished -= 1
         if group.unfinished == 0:
@@ -417,14 +340,4 @@ class ContinuousBatcher:
 
     def _report(self) -> Finished:
         done, self._done = self._done, []
-        out = []
-        for group in done:
-            results = group.results
-            if len(results) != group.params.n:  # greedy: one decoded sample stands for n
-                c = results[0]
-                results = [
-                    dataclasses.replace(c, token_ids=list(c.token_ids), logprobs=list(c.logprobs))
-                    for _ in range(group.params.n)
-                ]
-            out.append((group.ticket, results))
-        return out
+        return [(group.ticket, group.completions()) for group in done]

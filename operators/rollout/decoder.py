@@ -49,6 +49,8 @@ class Decoder(Protocol):
 
     def prefill(self, prompts: list[list[int]]) -> Prefill: ...
 
+    def extend(self, pasts: list[list[torch.Tensor]], suffixes: list[list[int]]) -> Prefill: ...
+
     def decode(
         self,
         cache: SlotKVCache,
@@ -59,18 +61,33 @@ class Decoder(Protocol):
 
 
 def prefill_chunks(
-    decoder: Decoder, sequences: list[list[int]], max_tokens: int
+    decoder: Decoder,
+    sequences: list[list[int]],
+    max_tokens: int,
+    pasts: list[list[torch.Tensor]] | None = None,
 ) -> Iterator[tuple[int, Prefill]]:
     """Prefill ``sequences`` in consecutive chunks of about ``max_tokens`` tokens (at least one
-    sequence each); yields each chunk's first index and its ``Prefill``."""
+    sequence each); yields each chunk's first index and its ``Prefill``. With ``pasts`` each
+    sequence continues its cached prefix (``Decoder.extend``)."""
     start = 0
     while start < len(sequences):
         stop, tokens = start, 0
         while stop < len(sequences) and (stop == start or tokens < max_tokens):
             tokens += len(sequences[stop])
             stop += 1
-        yield start, decoder.prefill(sequences[start:stop])
+        if pasts is None:
+            yield start, decoder.prefill(sequences[start:stop])
+        else:
+            yield start, decoder.extend(pasts[start:stop], sequences[start:stop])
         start = stop
+
+
+def right_padded(rows: list[list[int]], device: torch.device) -> torch.Tensor:
+    """``rows`` as one ``(len(rows), longest)`` id tensor, zero-padded on the right."""
+    ids = torch.zeros((len(rows), max(len(r) for r in rows)), dtype=torch.long)
+    for row, tokens in enumerate(rows):
+        ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+    return ids.to(device)
 
 
 def _fuse(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -210,10 +227,7 @@ class LlamaFamilyDecoder:
         """
         lengths = [len(p) for p in prompts]
         width = max(lengths)
-        ids = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            ids[row, : len(prompt)] = torch.tensor(prompt, dtype=torch.long)
-        ids = ids.to(self.device)
+        ids = right_padded(prompts, self.device)
         cos, sin = self._rope(torch.arange(width, device=self.device))
         x = self.base.embed_tokens(ids)
         rows = torch.arange(len(prompts), device=self.device)
@@ -230,6 +244,42 @@ class LlamaFamilyDecoder:
             ).transpose(1, 2)
             if index == self.layers - 1:
                 x, out = x[rows, last], out[rows, last]
+            x = self._mlp(layer, x + layer.o_proj(out.reshape(*x.shape[:-1], -1)))
+        return Prefill(kv_layers, self._logits(x), lengths)
+
+    def extend(self, pasts: list[list[torch.Tensor]], suffixes: list[list[int]]) -> Prefill:
+        """Prefill ``suffixes`` after cached prefixes: row ``i`` continues the positions whose
+        per-layer keys/values are ``pasts[i]`` (``(length, 2, kv_heads, head_dim)`` each, as a
+        ``Prefill`` row holds them). The returned cache holds each whole sequence (prefix and
+        suffix) from position 0; the logits are at each suffix's last token.
+        """
+        rows, dev = len(suffixes), self.device
+        starts = torch.tensor([p[0].shape[0] for p in pasts], device=dev)
+        lengths = [int(s) + len(t) for s, t in zip(starts.tolist(), suffixes, strict=True)]
+        ids = right_padded(suffixes, dev)
+        width = ids.shape[1]
+        positions = starts.unsqueeze(1) + torch.arange(width, device=dev)  # (rows, width)
+        span = int(positions.max()) + 1  # the padding's writes land past each row's end
+        cos, sin = self._rope(positions)
+        visible = torch.arange(span, device=dev) <= positions.unsqueeze(-1)  # (rows, width, span)
+        row_of = torch.arange(rows, device=dev).unsqueeze(1).expand(rows, width)
+        last = torch.tensor([len(t) for t in suffixes], device=dev) - 1
+        x = self.base.embed_tokens(ids)
+        kv_layers = []
+        for index, layer in enumerate(self._layers):
+            q, kv = self._qkv(layer, x, cos, sin)
+            cache = torch.zeros((rows, span, 2, self.kv_heads, self.head_dim), dtype=self.dtype,
+                                device=dev)  # fmt: skip
+            for row, past in enumerate(pasts):
+                cache[row, : past[index].shape[0]] = past[index]
+            cache[row_of, positions] = kv.view(rows, width, 2, self.kv_heads, self.head_dim)
+            kv_layers.append(cache)
+            out = F.scaled_dot_product_attention(
+                q.transpose(1, 2), cache[:, :, 0].transpose(1, 2), cache[:, :, 1].transpose(1, 2),
+                attn_mask=visible.unsqueeze(1), scale=1.0, enable_gqa=self.groups > 1,
+            ).transpose(1, 2)  # fmt: skip
+            if index == self.layers - 1:
+                x, out = x[row_of[:, 0], last], out[row_of[:, 0], last]
             x = self._mlp(layer, x + layer.o_proj(out.reshape(*x.shape[:-1], -1)))
         return Prefill(kv_layers, self._logits(x), lengths)
 

@@ -7,7 +7,9 @@ identical sequences. A group's samples start in one class when admitted; after e
 token a class splits by the token each member drew (`relabel`). A decode step then runs the
 matmuls once per class (`plan`) and hands the result to every member; attention, which reads
 each slot's own cache, still runs per slot. Sequences only ever split, never merge, so the
-bookkeeping is exact (no hashing). Free slots in the decoded range share one class.
+bookkeeping is exact (no hashing). Free slots in the decoded range share one class. While no
+live group decodes several samples (agent turns, n=1) every class has one member and the
+batcher skips both.
 """
 
 from __future__ import annotations

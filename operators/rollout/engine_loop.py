@@ -39,6 +39,7 @@ class GenerateItem:
     params: SamplingParams
     seed: int
     index: int  # the prompt's index in its request (part of each sample's RNG key)
+    cache_key: str | None = None  # keep the finished cache for the caller's next turn
 
 
 @dataclass
@@ -86,6 +87,10 @@ class EngineLoop:
         ``retract`` recomputes the in-flight caches on continue (under the weights then loaded),
         ``in_place`` keeps them."""
         return self._send("pause", PauseMode(mode))
+
+    def release(self, cache_key: str) -> Future:
+        """Drop the cache kept under ``cache_key`` (its caller has no more turns)."""
+        return self._send("release", cache_key)
 
     def resume(self) -> Future:
         return self._send("continue", None)
@@ -144,7 +149,7 @@ class EngineLoop:
                 stop_ids = self.engine.stop_ids(item.params)
                 ticket = batcher.submit(
                     item.prompt_ids, item.params, seed=item.seed, index=item.index,
-                    stop_ids=stop_ids,
+                    stop_ids=stop_ids, cache_key=item.cache_key,
                 )  # fmt: skip
                 job.tickets[ticket] = i
                 self._jobs[ticket] = job
@@ -170,6 +175,9 @@ class EngineLoop:
         elif kind == "continue":
             self.paused = False
             self._refresh()
+            future.set_result(None)
+        elif kind == "release":
+            batcher.release(payload)
             future.set_result(None)
         elif kind == "stop":
             future.set_result(None)

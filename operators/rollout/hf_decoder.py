@@ -10,12 +10,21 @@ the model appends the new token's key/value, which is then written back to its s
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache
 
 from operators.rollout.decoder import Prefill
 from operators.rollout.kv_cache import SlotKVCache
 
 __all__ = ["HFDecoder"]
+
+
+def _rows(cache: DynamicCache) -> list[torch.Tensor]:
+    """A filled ``DynamicCache`` as ``Prefill.kv``: per layer ``(batch, length, 2, kv_heads,
+    head_dim)``."""
+    return [
+        torch.stack([layer.keys, layer.values], dim=2).transpose(1, 3) for layer in cache.layers
+    ]
 
 
 class HFDecoder:
@@ -53,10 +62,35 @@ class HFDecoder:
         )
         last = torch.tensor(lengths, device=self.device) - 1
         logits = out.logits[torch.arange(len(prompts), device=self.device), last].float()
+        return Prefill(_rows(cache), logits, lengths)
+
+    def extend(self, pasts: list[list[torch.Tensor]], suffixes: list[list[int]]) -> Prefill:
+        """Same contract as ``LlamaFamilyDecoder.extend``, one row at a time (each row's
+        cached prefix is its own ``DynamicCache``)."""
+        rows = []
+        for past, suffix in zip(pasts, suffixes, strict=True):
+            start = past[0].shape[0]
+            cache = self._cache()
+            for index, layer in enumerate(cache.layers):
+                keys, values = (past[index][:, k].transpose(0, 1).unsqueeze(0) for k in (0, 1))
+                layer.lazy_initialization(keys, values)
+                layer.keys, layer.values = keys, values
+            out = self.model(
+                input_ids=torch.tensor([suffix], device=self.device),
+                position_ids=torch.arange(start, start + len(suffix), device=self.device)[None],
+                past_key_values=cache,
+                use_cache=True,
+            )
+            rows.append((_rows(cache), out.logits[0, -1].float()))
+        lengths = [kv[0].shape[1] for kv, _ in rows]
+        width = max(lengths)
         kv = [
-            torch.stack([layer.keys, layer.values], dim=2).transpose(1, 3) for layer in cache.layers
+            torch.cat(
+                [F.pad(r[layer], (0, 0, 0, 0, 0, 0, 0, width - r[layer].shape[1])) for r, _ in rows]
+            )
+            for layer in range(self.layers)
         ]
-        return Prefill(kv, logits, lengths)
+        return Prefill(kv, torch.stack([logits for _, logits in rows]), lengths)
 
     def decode(
         self,

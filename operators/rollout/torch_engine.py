@@ -109,6 +109,7 @@ class TorchEngine:
         weight (kept from the first adapter load) plus the adapter's update.
         """
         own = self.model.state_dict()
+        self.batcher.kept.clear()  # caches kept for later turns hold the old weights' values
         if is_adapter(state_dict):
             for key, a, b in pairs(state_dict):
                 if key not in own:
