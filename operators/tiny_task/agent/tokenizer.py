@@ -1,0 +1,64 @@
+"""A byte-level BPE tokenizer for the tiny agent tasks, built as ``Qwen2Tokenizer``.
+
+Trained locally with HF ``tokenizers`` using Qwen2's own pre-tokenization (its split regex,
+then byte-level), so the merges learned here (``lookup``, ``<tool``, ``":{"`` ...) are the
+ones ``AutoTokenizer`` applies when it loads the model directory back as ``Qwen2Tokenizer``:
+the warm-up and the rollouts see the same ids. Digits stay one token each (the regex splits
+them). Special tokens ``<pad> <eos> <bos> <unk>``, left padding, and the tiny tasks'
+concatenating chat template.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerBase
+from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX, Qwen2Tokenizer
+
+from operators.tiny_task.tokenizer import (
+    BOS_TOKEN,
+    CHAT_TEMPLATE,
+    EOS_TOKEN,
+    PAD_TOKEN,
+    SPECIAL_TOKENS,
+    UNK_TOKEN,
+)
+
+MERGES = 64  # learned merges on top of the byte alphabet
+MODEL_MAX_LENGTH = 128
+
+
+def train_agent_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerBase:
+    """Trains the BPE on ``corpus`` and returns it as a ``Qwen2Tokenizer``."""
+    raw = Tokenizer(models.BPE(unk_token=UNK_TOKEN))
+    raw.normalizer = normalizers.NFC()
+    raw.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    raw.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(
+        vocab_size=len(SPECIAL_TOKENS) + len(alphabet) + MERGES,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=alphabet,
+        show_progress=False,
+    )
+    raw.train_from_iterator(sorted(corpus), trainer=trainer)
+    model = json.loads(raw.to_str())["model"]
+    tokenizer = Qwen2Tokenizer(
+        vocab=model["vocab"],
+        merges=[tuple(m) if isinstance(m, list) else tuple(m.split()) for m in model["merges"]],
+        unk_token=UNK_TOKEN,
+        bos_token=BOS_TOKEN,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        model_max_length=MODEL_MAX_LENGTH,
+        padding_side="left",
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
