@@ -9,7 +9,7 @@ that generated it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -140,28 +140,28 @@ class TorchGenerate(PolicyEngine):
             [self.policy_version] * len(rows),
         )
 
-    def __call__(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
-        (table,) = self.stream(inputs, replace(ctx, chunk_groups=0))
-        return table
 
+# What a generate operator reads and the generate columns of the vocabulary it adds.
+GENERATE_PORTS = (
+    Port("prompts", columns("prompt_id", "prompt")),
+    Port("weights", weights=True, optional=True),
+)
+GENERATE_COLUMNS = columns(
+    "sample_idx",
+    "response",
+    "prompt_ids",
+    "response_ids",
+    "response_logprobs",
+    "finish_reason",
+    "policy_version",
+)
 
 TORCH_ENGINE = OperatorDef(
     name="torch_engine",
     kind=NodeKind.generate,
     factory=TorchGenerate,
-    ports=(
-        Port("prompts", columns("prompt_id", "prompt")),
-        Port("weights", weights=True, optional=True),
-    ),
-    adds=columns(
-        "sample_idx",
-        "response",
-        "prompt_ids",
-        "response_ids",
-        "response_logprobs",
-        "finish_reason",
-        "policy_version",
-    ),
+    ports=GENERATE_PORTS,
+    adds=GENERATE_COLUMNS,
     params=GenerateParams,
     stateful=True,
     emits_chunks=True,

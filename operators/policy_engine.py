@@ -9,10 +9,12 @@ a checkpoint directory and calls ``/update_weights_from_disk``). Shared by the s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 from omegaconf import MISSING
 
 from operators.prompt_checks import model_context
@@ -106,6 +108,11 @@ class PolicyEngine:
     def close(self) -> None:
         if self.service is not None:
             self.service.close()
+
+    def __call__(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
+        """The whole output table: the subclass's ``stream`` as one chunk."""
+        (table,) = self.stream(inputs, replace(ctx, chunk_groups=0))
+        return table
 
     def sampling(self, ctx: NodeContext, max_new_tokens: int) -> tuple[SamplingParams, int]:
         """The iteration's sampling params and a second base seed (server groups, episodes):

@@ -86,11 +86,14 @@ class RewardScorer:
                 raise self._failed(ctx, _row_name(table, len(scored)), outcome.error)
             scored.append(outcome)
         errors = pa.array([o.error for o in scored], pa.string())
-        out = (
-            table.append_column("reward", pa.array([o.score for o in scored], pa.float32()))
-            .append_column("reward_info", pa.array([o.info for o in scored], pa.string()))
-            .append_column("reward_error", errors)
-        )
+        out = table
+        for name, values in (
+            ("reward", pa.array([o.score for o in scored], pa.float32())),
+            ("reward_info", pa.array([o.info for o in scored], pa.string())),
+            ("reward_error", errors),
+        ):  # an upstream reward (an agent's environment reward) is replaced
+            at = out.schema.get_field_index(name)
+            out = out.set_column(at, name, values) if at >= 0 else out.append_column(name, values)
         failed = [i for i, o in enumerate(scored) if o.error]
         if not failed:
             return out

@@ -131,6 +131,8 @@ def trajectory_markdown(row: Mapping[str, object]) -> list[str]:
             error = f" — error: {call['error']}" if call.get("error") else ""
             lines.append(f"- tool call `{call.get('name')}` `{call.get('arguments')}`{error}")
         lines += [""] if turn.calls else []
+        if turn.record.get("info"):
+            lines += [f"- info `{turn.record['info']}`", ""]
         for message in turn.answer:
             lines += [f"*{speaker(message)}*", "", _block(_text(message["content"])), ""]
     lines += [f"- episode error: {error}" for error in row.get("env_errors") or []]

@@ -156,6 +156,8 @@ def print_trajectory(console: Console, row: Mapping[str, Any], title: str) -> No
             parts.append(_calls_table(turn.calls))
         for message in turn.answer:
             parts.append(_text(f"{speaker(message)}: {message.get('content', '')}", "dim"))
+        if turn.record.get("info"):
+            parts.append(_text(f"info: {turn.record['info']}", "dim"))
         for error in turn.record.get("errors") or []:
             parts.append(_text(f"error: {error}", "red"))
         console.print(Panel(Group(*parts), title=turn_title(turn), title_align="left"))

@@ -87,13 +87,15 @@ class EchoEnv:
 
 
 class BrokenEnv(EchoEnv):
-    """An environment whose ``mode`` is how it fails: raise, hang, garbage, reset."""
+    """An environment whose ``mode`` (or its row's) is how it fails: raise, hang, garbage,
+    nan, reset."""
 
     def __init__(self, mode: str = "raise") -> None:
         super().__init__(turns=10)
         self.mode = mode
 
     def reset(self, row: dict) -> list[dict]:
+        self.mode = row.get("mode", self.mode)
         if self.mode == "reset":
             raise RuntimeError("cannot start")
         return super().reset(row)
@@ -105,6 +107,8 @@ class BrokenEnv(EchoEnv):
             threading.Event().wait(30)
         if self.mode == "garbage":
             return {"observation": 1}
+        if self.mode == "nan":
+            return StepResult([], float("nan"))
         return super().step(turn)
 
 
@@ -143,3 +147,49 @@ def always_call(text: str) -> AssistantTurn:
     turn's length (tiny-model tests)."""
     call = ToolCall("lookup", {"key": len(text)}, "call_0")
     return AssistantTurn(text, (call,))
+
+
+def call_slow(text: str) -> AssistantTurn:
+    """Every turn calls ``slow_tool`` for 2 s."""
+    return AssistantTurn(text, (ToolCall("slow_tool", {"seconds": 2.0}),))
+
+
+def call_missing(text: str) -> AssistantTurn:
+    """Every turn calls a tool that does not exist."""
+    return AssistantTurn(text, (ToolCall("no_such_tool", {}),))
+
+
+class WhereEnv(BrokenEnv):
+    """Reports the process and Ray placement group it runs in (``StepResult.info``); rows with
+    ``prompt_id % 4`` 2 raise and 3 hang."""
+
+    def reset(self, row: dict) -> list[dict]:
+        self.mode = {2: "raise", 3: "hang"}.get(row["prompt_id"] % 4, "")
+        self.turns = 3
+        return super().reset(row)
+
+    def step(self, turn: AssistantTurn) -> StepResult:
+        import os
+
+        import ray
+
+        result = super().step(turn)
+        context = ray.get_runtime_context() if ray.is_initialized() else None
+        group = context.get_placement_group_id() if context else None
+        result.info = {"pid": os.getpid(), "placement_group": group}
+        return result
+
+
+def call_python(text: str) -> AssistantTurn:
+    """Every turn asks the python tool for 6 * 7."""
+    return AssistantTurn(text, (ToolCall("python", {"code": "print(6 * 7)"}),))
+
+
+def broken_parser(text: str) -> AssistantTurn:
+    """A parser with a bug."""
+    raise KeyError("oops")
+
+
+def call_quick(text: str) -> AssistantTurn:
+    """Every turn calls ``slow_tool`` for 0.15 s (a tool with latency)."""
+    return AssistantTurn(text, (ToolCall("slow_tool", {"seconds": 0.15}),))

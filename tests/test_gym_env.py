@@ -3,6 +3,8 @@ episodes of Gymnasium's own FrozenLake and Blackjack."""
 
 from __future__ import annotations
 
+import json
+
 import gymnasium
 import pytest
 
@@ -102,3 +104,53 @@ def test_the_discrete_parser_respects_a_space_that_starts_above_zero():
     assert parse("5 then 7", space) == 7
     with pytest.raises(ValueError, match="expected an integer in 5..7, got 4"):
         parse("4", space)
+
+
+def as_question(observation, env) -> str:
+    """A formatter the tiny addition model answers with a digit: state s as "s+1="."""
+    return f"{observation}+1="
+
+
+def test_frozen_lake_episodes_run_through_agent_loop(tiny_task):
+    import pyarrow as pa
+
+    from operators.agent.loop import AgentLoop
+    from operators.agent.params import AgentParams
+    from rldag.operator import NodeContext
+
+    params = AgentParams(
+        model_path=str(tiny_task / "model"),
+        n=2,
+        environment="operators.agent.gym_env:GymTextEnvironment",
+        env_params={
+            "env_id": "FrozenLake-v1",
+            "kwargs": {"is_slippery": False},
+            "formatter": "tests.test_gym_env:as_question",
+        },
+        tool_parser="none",
+        max_turns=3,
+        max_tokens_per_turn=4,
+        max_total_tokens=32,
+    )
+    agent = AgentLoop(params)
+    prompts = pa.table({"prompt_id": [0, 1], "prompt": ["1+1=", "1+2="]})
+    try:
+        table = agent({"prompts": prompts}, NodeContext("agent", 0, 0, ""))
+    finally:
+        agent.close()
+    assert table.num_rows == 4
+    stepped = 0
+    for row in table.to_pylist():
+        roles = [m["role"] for m in row["messages"]]
+        assert roles[:3] == ["user", "user", "assistant"]  # the prompt, then reset's state
+        assert row["messages"][1]["content"] == "0+1="  # FrozenLake starts in state 0
+        for message in row["messages"][3:]:
+            if message["role"] == "user":  # a new state, or what the adapter expected
+                content = message["content"]
+                assert content.endswith("+1=") or content.startswith("invalid action: expected")
+        infos = [json.loads(t["info"]) for t in row["turns"]]
+        stepped += sum("action" in info for info in infos)  # actions the simulator took
+        assert row["num_turns"] == len(row["turn_rewards"]) >= 1
+        assert row["finish_reason"] in {"env_done", "max_turns", "length"}
+        assert row["reward"] == sum(row["turn_rewards"]) in (0.0, 1.0)
+    assert stepped > 0

@@ -14,6 +14,14 @@ def yaml_blocks() -> list[str]:
     return re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
 
 
-@pytest.mark.parametrize("name", ["pipeline.yaml", "examples/async.yaml", "examples/dapo.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "pipeline.yaml",
+        "examples/async.yaml",
+        "examples/dapo.yaml",
+        "examples/agent_python_tool.yaml",
+    ],
+)
 def test_the_readme_shows_the_pipeline_file_verbatim(name: str) -> None:
     assert (ROOT / name).read_text() in yaml_blocks()

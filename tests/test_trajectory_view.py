@@ -33,7 +33,7 @@ def turn(start, model_end, end, reward, errors=()) -> dict:
     return {
         "start": start, "model_end": model_end, "end": end, "generate_seconds": 0.25,
         "env_seconds": 0.1, "reward": reward, "policy_version": 3, "finish": "stop",
-        "errors": list(errors),
+        "errors": list(errors), "info": json.dumps({"solved": reward > 0}) if reward else "",
     }  # fmt: skip
 
 
@@ -106,6 +106,7 @@ def test_inspect_trajectory_prints_turns_tool_calls_and_rewards(runs, capsys):
     assert out.index("prompt · system") < out.index("prompt · user") < first < tool < second
     table = out[first:tool]
     assert "tool calls" in table and "python" in table and "print(37*58)" in table
+    assert 'info: {"solved": true}' in out[second:] and "info:" not in out[first:second]
 
 
 def test_a_failed_call_shows_its_error_in_its_turn(runs, capsys):
@@ -146,5 +147,6 @@ def test_the_sample_rollouts_artifact_shows_whole_trajectories_turn_by_turn():
     answer = markdown.index("*tool (python)*\n\n```\n2146\n```")
     assert markdown.index("**prompt · user**") < first < call < answer
     assert markdown.index("**turn 1 · reward 1") > answer
+    assert markdown.index('- info `{"solved": true}`') > markdown.index("**turn 1 · reward 1")
     assert "— error: NameError: x" in markdown  # the second episode's failed call
     assert "\nresponse\n" not in markdown  # single-turn layout not used for trajectories

@@ -10,6 +10,7 @@ failed tool call, continues with the error as observation) and never raises from
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ class TurnRecord:
     policy_version: int = 0
     finish: str = ""  # the engine's finish reason for this turn (stop, length, abort)
     errors: list[str] = field(default_factory=list)
+    info: str = ""  # the environment's StepResult.info as JSON
 
 
 @dataclass
@@ -154,6 +156,13 @@ class EpisodeRunner:
                 episode.errors.append(f"close: {type(err).__name__}: {err}")
         return episode
 
+    def _parse(self, text: str) -> AssistantTurn:
+        """The turn's tool calls; a parser that raises gives a parse error, not a failed run."""
+        try:
+            return self.parse(text)
+        except Exception as err:
+            return AssistantTurn(text, (), (f"the tool-call parser raised {err!r}",))
+
     def _fail(self, episode: Episode, err: Exception, what: str) -> None:
         timeout = isinstance(err, CallTimeout)
         episode.finish_reason = FinishReason.timeout if timeout else FinishReason.tool_error
@@ -208,7 +217,7 @@ class EpisodeRunner:
             ep.extend(list(done.token_ids), list(done.logprobs))
             record.model_end = record.end = len(ep.token_ids)
             ep.text = done.text or ""
-            turn = self.parse(ep.text)
+            turn = self._parse(ep.text)
             glue = convo.add_assistant(ep.text, list(done.token_ids))
             ep.messages.append(stored_message(convo.messages[-1], turn.tool_calls))
             if done.finish_reason != "stop":
@@ -239,6 +248,8 @@ class EpisodeRunner:
             if bad:
                 raise TypeError(bad)
             reward = float(result.reward)
+            if not math.isfinite(reward):
+                raise ValueError(f"step returned the reward {reward}")
         except Exception as err:
             record.env_seconds = time.perf_counter() - start
             self._fail(ep, err, f"turn {turn_index} step")
@@ -246,19 +257,27 @@ class EpisodeRunner:
             return False
         record.env_seconds = time.perf_counter() - start
         record.reward = reward
+        record.info = json.dumps(result.info, default=str) if result.info else ""
         record.errors.extend(result.errors)
         ep.errors.extend(result.errors)
         ep.calls.extend((turn_index, c) for c in result.calls)
-        if result.errors and self.p.on_tool_error is OnToolError.end:
+        observed = self._observe(result.observation)
+        ends = (
+            (result.errors and self.p.on_tool_error == OnToolError.end)
+            or result.done
+            or turn_index + 1 == self.p.max_turns
+        )
+        if ends:  # kept in the trajectory; the model sees no more turns
+            ep.messages.extend(stored_message(m) for m in observed)
+        if result.errors and self.p.on_tool_error == OnToolError.end:
             ep.finish_reason = FinishReason.tool_error
             return False
         if result.done:
             natural = not turn.tool_calls and not result.observation
             ep.finish_reason = FinishReason.stop if natural else FinishReason.env_done
             return False
-        if turn_index + 1 == self.p.max_turns:
+        if ends:
             return True  # the loop ends with max_turns
-        observed = self._observe(result.observation)
         ids = convo.add_observation(observed)
         ep.messages.extend(stored_message(m) for m in observed)
         total = len(ep.token_ids) + len(glue) + len(ids)

@@ -6,7 +6,8 @@ turn's last integer (outside ``<think>``) is a guess; a wrong guess is answered 
 vocabulary can read them), a turn without a number in ``low..high`` is answered ``invalid``
 and still costs its guess. Guessing right ends the episode with reward
 ``1 - turn_penalty * (guesses - 1)`` (fewer turns are better; the default penalty is
-``1 / max_guesses``); ``max_guesses`` wrong ones end it with 0. Used as ``environment: operators.agent.guessing_game:GuessingGame``.
+``1 / max_guesses``); ``max_guesses`` wrong ones end it with 0. Used as
+``environment: operators.agent.guessing_game:GuessingGame``.
 """
 
 from __future__ import annotations

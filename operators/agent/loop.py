@@ -25,15 +25,17 @@ from operators.agent.parsers import tool_parser
 from operators.agent.samplers import LoopTurns, ServerTurns
 from operators.agent.table import agent_columns, agent_table
 from operators.agent.template_check import check_agent_template
+from operators.generate import GENERATE_COLUMNS, GENERATE_PORTS
 from operators.policy_engine import PolicyEngine
 from operators.prompts import chat_messages
-from rldag.operator import NodeContext, OperatorDef, Port
+from rldag.operator import NodeContext, OperatorDef
 from rldag.schema import columns
 from rldag.spec import NodeKind, PoolName
 
 
 def turn_seed(base: int, prompt: int, sample: int, turn: int) -> int:
-    """The sampling seed of one turn of one episode: a pure function of its position."""
+    """The sampling seed of one turn of one episode: a pure function of the iteration's base
+    seed, the prompt's id, the episode's sample index and the turn."""
     state = np.random.SeedSequence([base, prompt, sample, turn]).generate_state(1, np.uint64)
     return int(state[0] >> np.uint64(1))
 
@@ -75,13 +77,14 @@ class AgentLoop(PolicyEngine):
         def episode(i: int, k: int) -> Episode:
             def sample(ids: list[int], budget: int, turn: int, left: float | None):
                 per_turn = replace(params, max_new_tokens=budget)
-                return turns.sample(ids, per_turn, turn_seed(base, i, k, turn), left)
+                return turns.sample(ids, per_turn, turn_seed(base, ids_of[i], k, turn), left)
 
             key = f"{ctx.node}/{ctx.rank}/{ctx.iteration}/{i}/{k}"
             return runner.run(key, rows[i], prompt_messages(rows[i]["prompt"]), sample)
 
         runner = EpisodeRunner(self.p, self.tokenizer, self.parse, self.hosts, self.context)
         rows = prompts.to_pylist()
+        ids_of = [row["prompt_id"] for row in rows]  # seeds follow the prompt, not the shard
         n = self.p.n
         try:
             with ThreadPoolExecutor(self.p.max_concurrency, "rldag-episode") as pool:
@@ -106,30 +109,13 @@ class AgentLoop(PolicyEngine):
         finally:
             turns.close()
 
-    def __call__(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
-        (table,) = self.stream(inputs, replace(ctx, chunk_groups=0))
-        return table
-
 
 AGENT_LOOP = OperatorDef(
     name="agent_loop",
     kind=NodeKind.generate,
     factory=AgentLoop,
-    ports=(
-        Port("prompts", columns("prompt_id", "prompt")),
-        Port("weights", weights=True, optional=True),
-    ),
-    adds=columns(
-        "sample_idx",
-        "response",
-        "prompt_ids",
-        "response_ids",
-        "response_logprobs",
-        "finish_reason",
-        "policy_version",
-        "policy_version_max",
-    )
-    + agent_columns(),
+    ports=GENERATE_PORTS,
+    adds=(*GENERATE_COLUMNS, *columns("policy_version_max"), *agent_columns()),
     params=AgentParams,
     stateful=True,
     emits_chunks=True,

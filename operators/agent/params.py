@@ -7,7 +7,7 @@ from enum import StrEnum
 from typing import Any
 
 from operators.policy_engine import EngineParams
-from rldag.spec import check_positive
+from rldag.spec import check_choice, check_positive
 
 
 class FinishReason(StrEnum):
@@ -59,6 +59,9 @@ class AgentParams(EngineParams):
         for key in ("tool_timeout_s", "step_timeout_s", "episode_timeout_s"):
             check_positive(key, getattr(self, key), allow_zero=True)
         check_positive("env_workers", self.env_workers, allow_zero=True)
+        check_choice("on_tool_error", self.on_tool_error, tuple(OnToolError))
+        self.on_tool_error = OnToolError(self.on_tool_error)
+        check_choice("sandbox_isolation", self.sandbox_isolation, ("full", "none"))
         from operators.agent.factory import check_environment  # it imports these params
         from operators.agent.parsers import tool_parser
 

@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from operators.agent.episode import Episode
 from operators.generate import rollout_table
-from rldag.schema import Column
+from rldag.schema import Column, col
 
 _S, _I32, _F32 = pa.string(), pa.int32(), pa.float32()
 MESSAGE = pa.struct([("role", _S), ("content", _S), ("name", _S), ("tool_calls", _S)])
@@ -21,6 +21,7 @@ TURN = pa.struct(
         ("policy_version", pa.int64()),
         ("finish", _S),  # the engine's finish reason for the turn
         ("errors", pa.list_(_S)),
+        ("info", _S),  # the environment's StepResult.info as JSON ("" when empty)
     ]
 )
 TOOL_CALL = pa.struct(
@@ -29,11 +30,13 @@ TOOL_CALL = pa.struct(
 
 # The columns `agent_loop` adds to the generate columns (DESIGN.md "multi-turn generate").
 AGENT_COLUMNS: dict[str, pa.DataType] = {
-    "response_mask": pa.list_(pa.int8()),  # 1 model token, 0 environment token
+    "response_mask": col("response_mask").type,  # 1 model token, 0 environment token
     "messages": pa.list_(MESSAGE),  # the whole conversation, prompt included
-    "num_turns": _I32,
-    "turn_rewards": pa.list_(_F32),
-    "reward": _F32,  # the sum of turn_rewards (a score node downstream may replace it)
+    "num_turns": col("num_turns").type,
+    "turn_rewards": col("turn_rewards").type,
+    "reward": col(
+        "reward"
+    ).type,  # the sum of turn_rewards (a score node downstream may replace it)
     "turns": pa.list_(TURN),
     "tool_calls": pa.list_(TOOL_CALL),
     "tool_names": pa.list_(_S),

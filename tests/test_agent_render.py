@@ -1,0 +1,60 @@
+"""Turn-by-turn rendering through the chat template: ids only ever extend."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+from operators.agent.render import ConversationTokens, TemplateError
+from tests.agent_envs import FORGETFUL_TEMPLATE, build_chat_model
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    return AutoTokenizer.from_pretrained(build_chat_model(tmp_path_factory.mktemp("chat")))
+
+
+def template(tok, messages, generation, tools=None):
+    return tok.apply_chat_template(
+        messages, tools=tools, add_generation_prompt=generation, tokenize=True
+    )["input_ids"]
+
+
+def test_observation_ids_are_the_templates_extension(tokenizer):
+    user = [{"role": "user", "content": "2+2?"}]
+    convo = ConversationTokens(tokenizer, user)
+    assert convo.prompt_ids == template(tokenizer, user, True)
+    sampled = tokenizer.encode("ok", add_special_tokens=False) + [tokenizer.eos_token_id]
+    glue = convo.add_assistant("ok", sampled)
+    assert tokenizer.decode(glue) == "\n"  # what the template puts after <|im_end|>
+    tool = [{"role": "tool", "name": "calc", "content": "4"}]
+    ids = convo.add_observation(tool)
+    before = template(tokenizer, [*user, {"role": "assistant", "content": "ok"}], False)
+    after = template(tokenizer, [*user, {"role": "assistant", "content": "ok"}, *tool], True)
+    assert ids == after[len(before) :]
+    assert tokenizer.decode(ids) == (
+        "<|im_start|>user\n<tool_response>4</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+def test_a_turn_the_template_would_tokenise_differently_keeps_the_sampled_ids(tokenizer):
+    convo = ConversationTokens(tokenizer, [{"role": "user", "content": "hi"}])
+    letters = [tokenizer.convert_tokens_to_ids(c) for c in "user"]  # not the merged "user"
+    assert letters != tokenizer.encode("user", add_special_tokens=False)
+    glue = convo.add_assistant("user", letters)  # stopped without <|im_end|>
+    assert tokenizer.decode(glue) == "<|im_end|>\n"
+
+
+def test_tools_are_rendered_into_the_prompt(tokenizer):
+    schema = {"type": "function", "function": {"name": "calc", "parameters": {}}}
+    convo = ConversationTokens(tokenizer, [{"role": "user", "content": "hi"}], [schema])
+    assert tokenizer.decode(convo.prompt_ids).startswith("<|im_start|>system\ntools: calc")
+
+
+def test_a_template_that_rewrites_earlier_turns_is_refused(tokenizer):
+    tokenizer.chat_template = FORGETFUL_TEMPLATE
+    convo = ConversationTokens(
+        tokenizer, [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]
+    )
+    with pytest.raises(TemplateError, match="not prefix-preserving"):
+        convo.add_assistant("ok", tokenizer.encode("ok", add_special_tokens=False))
