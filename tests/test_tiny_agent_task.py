@@ -36,7 +36,8 @@ QUICK = AgentWarmupParams(episodes=8, steps=2)
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return train_agent_tokenizer(corpus_lines(lookup_problems(100, 999) + guess_problems(0, 9, 1)))
+    problems = lookup_problems(100, 999) + guess_problems(0, 9, 1)
+    return train_agent_tokenizer(corpus_lines(problems, calls=True))
 
 
 def test_lookup_is_a_typed_tool_over_hashed_facts():

@@ -71,7 +71,7 @@ def agent_recipe(params: Any) -> TaskRecipe:
         score = evaluate.evaluate_lookup
     return TaskRecipe(
         rows,
-        lambda: problems.corpus_lines(rows()),
+        lambda: problems.corpus_lines(rows(), calls=not isinstance(params, GuessTaskParams)),
         train_agent_tokenizer,
         partial(warmup.warm_up, task=params),
         score,

@@ -81,8 +81,7 @@ def lookup_episode(key: int, key_smoothing: float, answer_smoothing: float) -> l
     ]
 
 
-def corpus_lines(problems: list[AgentProblem]) -> list[str]:
-    """The tokenizer's training text: prompts, replies and tool calls."""
-    lines = [p.prompt for p in problems] + [HIGHER, LOWER, "invalid"]
-    lines += [tool_call_text(100 + k) for k in range(50)]
-    return lines
+def corpus_lines(problems: list[AgentProblem], calls: bool) -> list[str]:
+    """The tokenizer's training text: prompts, the game's replies, and (``calls``) tool calls."""
+    lines = [p.prompt for p in problems] + [HIGHER, LOWER, "invalid", "0123456789"]
+    return lines + [tool_call_text(100 + k) for k in range(50)] if calls else lines

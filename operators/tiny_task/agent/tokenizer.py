@@ -4,8 +4,9 @@ Trained locally with HF ``tokenizers`` using Qwen2's own pre-tokenization (its s
 then byte-level), so the merges learned here (``lookup``, ``<tool``, ``":{"`` ...) are the
 ones ``AutoTokenizer`` applies when it loads the model directory back as ``Qwen2Tokenizer``:
 the warm-up and the rollouts see the same ids. Digits stay one token each (the regex splits
-them). Special tokens ``<pad> <eos> <bos> <unk>``, left padding, and the tiny tasks'
-concatenating chat template.
+them). The alphabet is only the corpus's characters, a small vocabulary (what RL takes from
+a sampled token goes to few others); other characters are dropped. Special tokens
+``<pad> <eos> <bos> <unk>``, left padding, and the tiny tasks' concatenating chat template.
 """
 
 from __future__ import annotations
@@ -41,14 +42,19 @@ def train_agent_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerBase:
         ]
     )
     raw.decoder = decoders.ByteLevel()
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    lines = sorted(corpus)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    alphabet = sorted(
+        {c for line in lines for piece, _ in byte_level.pre_tokenize_str(line) for c in piece}
+    )
     trainer = trainers.BpeTrainer(
         vocab_size=len(SPECIAL_TOKENS) + len(alphabet) + MERGES,
         special_tokens=SPECIAL_TOKENS,
         initial_alphabet=alphabet,
+        limit_alphabet=len(alphabet),
         show_progress=False,
     )
-    raw.train_from_iterator(sorted(corpus), trainer=trainer)
+    raw.train_from_iterator(lines, trainer=trainer)
     model = json.loads(raw.to_str())["model"]
     tokenizer = Qwen2Tokenizer(
         vocab=model["vocab"],
