@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,s3,trackers,hf,agents]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,s3,trackers,hf,lora,agents]'
 	touch $(STAMP)
 
 # Debian packages the sandbox and the UI test need (bubblewrap, python3, libseccomp2,
@@ -18,9 +18,11 @@ $(STAMP): pyproject.toml constraints.txt
 system-deps:
 	sh scripts/install-system-deps.sh
 
-# The tiny default model, tokenizer and addition data (deterministic, cached).
+# The tiny default model, tokenizer and addition data, and the tiny reward model
+# (deterministic, cached).
 model: $(STAMP)
 	$(BIN)/python -m operators.tiny_task --out .cache/tiny
+	$(BIN)/python -m operators.tiny_task.reward_model --out .cache/tiny_rm --tokenizer .cache/tiny/model
 
 run: model
 	$(BIN)/rldag run pipeline.yaml

@@ -55,6 +55,7 @@ def run(args: argparse.Namespace, *overrides: str) -> tuple[list[float], list[di
                 "pools.colocate=[]",
                 "checkpoint.export_hf=false",
                 f"nodes.prompts.params.batch_size={args.prompts}",
+                f"nodes.generate.params.n={args.group}",
                 "nodes.env.kind=transform",
                 "nodes.env.op=bench.slow_env:SLOW_ENV",
                 "nodes.env.inputs.rollouts=generate",
@@ -98,6 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=24)
     parser.add_argument("--prompts", type=int, default=16, help="prompt groups per iteration")
+    parser.add_argument("--group", type=int, default=8, help="samples per prompt")
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--temperature", type=float, default=1.3)
     parser.add_argument("--png", default=str(ROOT / "docs" / "async-reward-vs-time.png"))
@@ -105,7 +107,7 @@ def main() -> None:
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    samples = args.prompts * 8
+    samples = args.prompts * args.group
     _, alone = run(args, "async.chunk_groups=0")  # stage by stage, nothing overlaps
     stage = {s: statistics.median(m[f"timing_s/{s}"] for m in alone[2:]) for s in STAGES}
     stage["weight_sync"] = statistics.median(m["timing_s/weight_sync"] for m in alone[2:])

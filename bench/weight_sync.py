@@ -2,10 +2,11 @@
 edge: version check, export, load on the rollout worker), colocated (in-process copy inside
 the hybrid worker) and split (through Ray's object store, and as a bucketed broadcast over
 the weight group: `weights.transport`), vs. a raw in-process `state_dict()` copy of the
-same model. Measured in interleaved rounds, one of each per round (medians), so other work
-on the machine weighs on all four alike.
+same model; and with LoRA on the trainer (`lora.rank`), where the edge carries only the
+adapters and the rollout engine merges them into its base. Measured in interleaved rounds,
+one of each per round (medians), so other work on the machine weighs on all alike.
 
-    .venv/bin/python bench/weight_sync.py [--hidden 512] [--layers 6] [--rounds 10]
+    .venv/bin/python bench/weight_sync.py [--hidden 512] [--layers 6] [--rounds 10] [--rank 8]
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from rldag.ray_pools import RayPools, start_pools
 from rldag.spec import load_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
-EDGES = {  # label -> weights.transport on split pools (None: colocated)
-    "rldag colocated (hybrid worker)": None,
-    "rldag split (object store)": "object_store",
-    "rldag split (broadcast group)": "collective",
+EDGES = {  # label -> (weights.transport on split pools (None: colocated), LoRA)
+    "rldag colocated (hybrid worker)": (None, False),
+    "rldag split (object store)": ("object_store", False),
+    "rldag split (broadcast group)": ("collective", False),
+    "LoRA colocated": (None, True),
+    "LoRA split (broadcast group)": ("collective", True),
 }
 
 
@@ -61,14 +64,19 @@ def raw_copy_seconds(src: torch.nn.Module, dst: torch.nn.Module) -> float:
     return time.perf_counter() - start
 
 
-def weights_edge(model: Path, data: Path, transport: str | None) -> tuple[RayPools, Node, Node]:
-    """Pools for the default pipeline on `model`, their train and generate nodes, and a
-    trainer one version ahead (its own weights loaded back as version 1)."""
+def weights_edge(
+    model: Path, data: Path, transport: str | None, lora_rank: int
+) -> tuple[RayPools, Node, Node]:
+    """Pools for the default pipeline on `model` (LoRA of `lora_rank` on the trainer when
+    > 0), their train and generate nodes, and a trainer one version ahead (its own weights
+    loaded back as version 1)."""
     import ray
 
-    overrides = [f"model.path={model}", f"nodes.prompts.params.path={data}", "ray.num_cpus=6"]
+    overrides = [f"model.path={model}", f"nodes.prompts.params.path={data}", "ray.num_cpus=12"]
     if transport is not None:
         overrides += ["pools.colocate=[]", f"weights.transport={transport}"]
+    if lora_rank:
+        overrides += [f"nodes.train.params.lora.rank={lora_rank}"]
     loaded = load_pipeline(ROOT / "pipeline.yaml", overrides)
     graph = build_graph(loaded)
     runner = start_pools(loaded.spec, graph)
@@ -81,6 +89,14 @@ def weights_edge(model: Path, data: Path, transport: str | None) -> tuple[RayPoo
 
 def _worker(runner: RayPools, node: Node):
     return runner.workers(runner.placement.group_of(node.name).name)[0]
+
+
+def edge_bytes(runner: RayPools, train: Node) -> int:
+    """Bytes of the tensors the trainer puts on the weights edge."""
+    import ray
+
+    wire = ray.get(_worker(runner, train).export_weights.remote(train))
+    return sum(array.nbytes for _, array, _ in wire.values())
 
 
 def sync_seconds(runner: RayPools, train: Node, generate: Node) -> float:
@@ -99,12 +115,17 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rank", type=int, default=8, help="LoRA rank of the LoRA edges")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp())
     model = build_model(tmp / "model", args.hidden, args.layers)
     data = ROOT / ".cache" / "tiny" / "train.parquet"
     src, dst = (AutoModelForCausalLM.from_pretrained(model) for _ in range(2))
-    edges = {label: weights_edge(model, data, t) for label, t in EDGES.items()}
+    edges = {
+        label: weights_edge(model, data, t, args.rank if lora else 0)
+        for label, (t, lora) in EDGES.items()
+    }
+    sizes = {label: edge_bytes(runner, train) for label, (runner, train, _) in edges.items()}
     samples: dict[str, list[float]] = {"raw": [], **{label: [] for label in edges}}
     for _ in range(args.rounds + 1):  # round 0 warms up (and forms the broadcast group)
         samples["raw"].append(raw_copy_seconds(src, dst))
@@ -119,7 +140,8 @@ def main() -> None:
     raw = median.pop("raw")
     print(f"{'raw state_dict copy (in-process)':34s} {raw * 1e3:8.1f} ms")
     for label, value in median.items():
-        print(f"{label:34s} {value * 1e3:8.1f} ms  ratio vs raw: {value / raw:.2f}x")
+        size = f"{sizes[label] / 1e6:7.2f} MB on the edge"
+        print(f"{label:34s} {value * 1e3:8.1f} ms  ratio vs raw: {value / raw:5.2f}x  {size}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ from rich.markup import escape
 from rldag import checkpoints
 from rldag.errors import InputError, RunError
 from rldag.graph import Graph, build_graph
+from rldag.overrides import read_overrides_file
 from rldag.plan_view import placement_for, print_execution, print_nodes, print_placement
+from rldag.run_lock import RunLock
 from rldag.spec import LoadedPipeline, load_pipeline
 from rldag.storage import open_storage
 
@@ -45,6 +47,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    if args.profile or args.costs or args.auto or args.apply:
+        from rldag.auto_plan import Limits
+        from rldag.auto_plan_view import PlanRequest, plan_command
+
+        limits = Limits(max_staleness=args.max_staleness, gpu_memory_gb=args.gpu_memory_gb)
+        request = PlanRequest(
+            args.profile, args.costs, args.auto, args.cluster, limits, args.apply, args.top
+        )
+        return plan_command(console, args.pipeline, list(args.overrides), request)
     loaded, graph = _load(args)
     placement = placement_for(loaded, graph)
     print_nodes(console, loaded, graph)
@@ -64,6 +75,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"run {args.resume!r} under {storage.root} has no checkpoint to resume from",
             path="--resume",
         )
+    lock = RunLock(storage, args.resume or "", loaded.spec.storage.lock_lease_s)
+    if args.resume and (refusal := lock.refusal()):  # another live process runs it
+        raise InputError(f"{refusal}; a second run of it is refused", path="--resume")
     # Prefect's console handler would repeat every log and traceback; the run's logs still
     # reach the Prefect API/UI. --verbose shows them here too.
     if not args.verbose:
@@ -74,6 +88,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with RunProgress(console):
         try:
             rldag_run(args.pipeline, list(args.overrides), resume=args.resume)
+        except InputError:  # found once the run started (its lock was just taken): exit 2
+            raise
         except RunError as err:
             err_console.print(f"[red]run failed:[/red] {err}", highlight=False, soft_wrap=True)
             return 1
@@ -173,6 +189,20 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_auto_plan_arguments(p: argparse.ArgumentParser) -> None:
+    """`rldag plan` options of the automatic placement (README: Automatic placement)."""
+    p.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="measure costs: N iterations"
+    )
+    p.add_argument("--costs", default="", metavar="RUN", help="costs of a stored run, or a table")
+    p.add_argument("--auto", action="store_true", help="rank placements by predicted samples/s")
+    p.add_argument("--cluster", default="", help="plan for a declared cluster, e.g. 8x8gpu")
+    p.add_argument("--max-staleness", type=int, default=2, help="the largest k to consider")
+    p.add_argument("--gpu-memory-gb", type=float, default=80.0, help="memory of one GPU")
+    p.add_argument("--apply", default="", metavar="FILE", help="write the best as overrides")
+    p.add_argument("--top", type=int, default=10, help="placements to show")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rldag", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -184,7 +214,17 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("pipeline", help="path to pipeline.yaml")
         p.add_argument("overrides", nargs="*", help="OmegaConf dotlist overrides: key=value")
+        p.add_argument(
+            "-f",
+            "--overrides-file",
+            action="append",
+            default=[],
+            metavar="FILE",
+            help="a YAML file of overrides (e.g. from plan --apply), before key=value ones",
+        )
         p.set_defaults(fn=fn)
+        if name == "plan":
+            add_auto_plan_arguments(p)
         if name == "run":
             p.add_argument("--resume", metavar="RUN_ID", help="continue a run from its checkpoint")
             p.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
@@ -229,6 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if hasattr(args, "overrides"):  # commands over a pipeline: -f files, then key=value
+            files = getattr(args, "overrides_file", [])
+            extra = [item for f in files for item in read_overrides_file(f)]
+            args.overrides = extra + list(args.overrides)
         return args.fn(args)
     except InputError as err:
         message = escape(str(err))  # "[a, b]" in a message is text, not rich markup

@@ -5,6 +5,9 @@
   (these env defaults reach the embedded/ephemeral server, which starts as a subprocess of
   this process) brings a subflow to ~0.2 s. A user-run `prefect server start` should be
   started with the same variables (README, "Run with a Prefect server").
+- The ephemeral server (a subprocess started on the first flow when no API URL is set) may
+  take longer than Prefect's 20 s to come up on a busy laptop or CI machine; the run would
+  then fail before it starts. It gets 120 s.
 - A sync subflow joins its heartbeat thread, which sleeps in 1 s steps: iteration subflows
   run without heartbeats (the run's top-level flow keeps them for crash detection).
 """
@@ -20,6 +23,7 @@ SERVER_DEFAULTS = {
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "200",
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "5",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
 }
 
 

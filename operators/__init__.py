@@ -11,6 +11,10 @@ from operators.dynamic_sampling import DYNAMIC_SAMPLING
 from operators.generate import TORCH_ENGINE
 from operators.kl_reward import KL_REWARD
 from operators.overlong_penalty import OVERLONG_PENALTY
+from operators.reward_service.combine import COMBINE
+from operators.reward_service.llm_judge import LLM_JUDGE
+from operators.reward_service.remote import REMOTE
+from operators.reward_service.reward_model import REWARD_MODEL
 from operators.rewards.arithmetic import compute_score as arithmetic_score
 from operators.rewards.pass_rate import PASS_RATE
 from operators.sandbox_exec import SANDBOX_PYTHON
@@ -37,6 +41,10 @@ for _op in (
     OVERLONG_PENALTY,
     VALUES,
     CRITIC,
+    REWARD_MODEL,
+    LLM_JUDGE,
+    REMOTE,
+    COMBINE,
 ):
     register(_op)
 register(score_operator("arithmetic", arithmetic_score))

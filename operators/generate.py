@@ -18,6 +18,7 @@ import pyarrow as pa
 from operators.policy_engine import EngineParams, PolicyEngine
 from operators.prompt_checks import check_prompt_lengths
 from operators.prompts import MOSTLY_UNKNOWN, encode_prompt, lost_fraction, prompt_text
+from rldag.metrics import with_reported_metrics
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import columns
 from rldag.spec import NodeKind, check_positive
@@ -116,17 +117,22 @@ class TorchGenerate(PolicyEngine):
             answers = self.service.generate(prompt_ids, params, seeds)
             groups = [completions for completions, _ in answers]
             versions = [version for _, version in answers]
-            yield rollout_table(prompts, prompt_ids, groups, versions)
-            return
-        size = ctx.chunk_groups or len(prompt_ids)
-        ready: list[tuple[int, list[Any]]] = []
-        for index, completions in self.engine.generate_stream(prompt_ids, params):
-            ready.append((index, completions))
-            if len(ready) == size:
-                yield self._chunk(prompts, prompt_ids, ready)
-                ready = []
-        if ready:
-            yield self._chunk(prompts, prompt_ids, ready)
+            yield self._report(rollout_table(prompts, prompt_ids, groups, versions), ctx)
+        else:
+            size = ctx.chunk_groups or len(prompt_ids)
+            ready: list[tuple[int, list[Any]]] = []
+            for index, completions in self.engine.generate_stream(prompt_ids, params):
+                ready.append((index, completions))
+                if len(ready) == size:
+                    yield self._report(self._chunk(prompts, prompt_ids, ready), ctx)
+                    ready = []
+            if ready:
+                yield self._report(self._chunk(prompts, prompt_ids, ready), ctx)
+        self.loaded = {}
+
+    def _report(self, table: pa.Table, ctx: NodeContext) -> pa.Table:
+        """A chunk carrying the figures of the weights loaded for this iteration."""
+        return with_reported_metrics(table, ctx.node, self.loaded) if self.loaded else table
 
     def _chunk(
         self, prompts: pa.Table, prompt_ids: list[list[int]], ready: list[tuple[int, list[Any]]]

@@ -9,6 +9,7 @@ a checkpoint directory and calls ``/update_weights_from_disk``). Shared by the s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -17,8 +18,9 @@ import numpy as np
 import pyarrow as pa
 from omegaconf import MISSING
 
+from operators.lora_weights import is_adapter, nbytes
 from operators.prompt_checks import model_context
-from rldag.errors import SpecError
+from rldag.errors import RunError, SpecError
 from rldag.operator import NodeContext
 from rldag.spec import check_choice, check_positive
 
@@ -67,6 +69,7 @@ class PolicyEngine:
     def __init__(self, params: EngineParams) -> None:
         self.p = params
         self.policy_version = 0
+        self.loaded: dict[str, float] = {}  # the last weights edge's figures, until reported
         self.context = model_context(params.model_path)  # prompt + answer must fit in it
         self.engine = self.service = None
         if params.engine == "torch":
@@ -98,12 +101,25 @@ class PolicyEngine:
         return self.engine.state_dict() if self.engine is not None else self.service.weights()
 
     def load_weights(self, weights: dict | str, version: int) -> None:
-        """In process: copy the tensors; servers: push a checkpoint (or a checkpoint dir)."""
+        """In process: copy the tensors (merge a LoRA adapter); servers: push a checkpoint
+        (or a checkpoint dir). The edge's bytes, tensors and load seconds are reported with
+        the next rollout table (``weights/bytes``, ``weights/tensors``, ``weights/load_s``)."""
+        start = time.perf_counter()
+        adapter = isinstance(weights, dict) and is_adapter(weights)
         if self.engine is not None:
             self.engine.load_state_dict(weights)
+        elif adapter and self.p.engine == "sglang":
+            raise RunError("engine sglang loads full weights; with LoRA use engine torch or server")
         else:
             self.service.push(weights, version)
         self.policy_version = version
+        if isinstance(weights, dict):
+            self.loaded = {
+                "weights/bytes": nbytes(weights),
+                "weights/tensors": len(weights),
+                "weights/lora": float(adapter),
+                "weights/load_s": time.perf_counter() - start,
+            }
 
     def close(self) -> None:
         if self.service is not None:

@@ -13,7 +13,7 @@ call was fine), so metrics can count the failures.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
@@ -59,6 +59,61 @@ def _row_name(table: pa.Table, index: int) -> str:
     return f"row {index}" + (f" ({', '.join(ids)})" if ids else "")
 
 
+def _failed(ctx: NodeContext, where: str, scorer: str, what: str) -> RowError:
+    return RowError(
+        f"node '{ctx.node}' iteration {ctx.iteration}, {where}: {scorer} {what}; "
+        f"nodes.{ctx.node}.params.on_error: zero or drop keeps going"
+    )
+
+
+def scored_table(
+    table: pa.Table,
+    outcomes: Iterable[RewardOutcome],
+    on_error: OnError,
+    ctx: NodeContext,
+    scorer: str,
+) -> pa.Table:
+    """`table` with `reward`, `reward_info` and `reward_error` from one outcome per row (in
+    order), `on_error` applied to the rows whose outcome is an error. `scorer` names what
+    scored them in errors and logs (``reward function my:fn``, ``reward model PATH``)."""
+    scored: list[RewardOutcome] = []
+    for outcome in outcomes:
+        if outcome.error and on_error == OnError.fail:
+            if isinstance(outcomes, Generator):
+                outcomes.close()  # stops a worker still busy with later rows
+            raise _failed(ctx, _row_name(table, len(scored)), scorer, outcome.error)
+        scored.append(outcome)
+    errors = pa.array([o.error for o in scored], pa.string())
+    out = table
+    for name, values in (
+        ("reward", pa.array([o.score for o in scored], pa.float32())),
+        ("reward_info", pa.array([o.info for o in scored], pa.string())),
+        ("reward_error", errors),
+    ):  # an upstream reward (an agent's environment reward) is replaced
+        at = out.schema.get_field_index(name)
+        out = out.set_column(at, name, values) if at >= 0 else out.append_column(name, values)
+    failed = [i for i, o in enumerate(scored) if o.error]
+    if not failed:
+        return out
+    first = f"{_row_name(table, failed[0])}: {scored[failed[0]].error}"
+    if on_error == OnError.drop:
+        if len(failed) == len(scored):
+            raise RowError(
+                f"node '{ctx.node}' iteration {ctx.iteration}: {scorer} failed on all "
+                f"{len(scored)} rows, none is left (first: {first})"
+            )
+        out = out.filter(pc.equal(errors, ""))
+    ctx.log.warning(
+        "%s failed on %d of %d rows (on_error: %s); first: %s",
+        scorer,
+        len(failed),
+        len(scored),
+        on_error.value,
+        first,
+    )
+    return out
+
+
 class RewardScorer:
     """Calls the reward function on every row; adds `reward`, `reward_info`, `reward_error`."""
 
@@ -69,51 +124,12 @@ class RewardScorer:
         calls = self.worker or partial(call_rewards, fn)
         self.calls: Callable[[list[RewardArgs]], Iterator[RewardOutcome]] = calls
 
-    def _failed(self, ctx: NodeContext, where: str, what: str) -> RowError:
-        return RowError(
-            f"node '{ctx.node}' iteration {ctx.iteration}, {where}: reward function "
-            f"{self.name} {what}; nodes.{ctx.node}.params.on_error: zero or drop keeps going"
-        )
-
     def __call__(self, inputs: dict[str, pa.Table], ctx: NodeContext) -> pa.Table:
         table = inputs["rollouts"]
         rows = list(zip(*(table[c].to_pylist() for c in ARGUMENTS), strict=True))
-        outcomes = self.calls(rows)
-        scored: list[RewardOutcome] = []
-        for outcome in outcomes:
-            if outcome.error and self.on_error == OnError.fail:
-                outcomes.close()  # stops a worker still busy with later rows
-                raise self._failed(ctx, _row_name(table, len(scored)), outcome.error)
-            scored.append(outcome)
-        errors = pa.array([o.error for o in scored], pa.string())
-        out = table
-        for name, values in (
-            ("reward", pa.array([o.score for o in scored], pa.float32())),
-            ("reward_info", pa.array([o.info for o in scored], pa.string())),
-            ("reward_error", errors),
-        ):  # an upstream reward (an agent's environment reward) is replaced
-            at = out.schema.get_field_index(name)
-            out = out.set_column(at, name, values) if at >= 0 else out.append_column(name, values)
-        failed = [i for i, o in enumerate(scored) if o.error]
-        if not failed:
-            return out
-        first = f"{_row_name(table, failed[0])}: {scored[failed[0]].error}"
-        if self.on_error == OnError.drop:
-            if len(failed) == len(scored):
-                raise RowError(
-                    f"node '{ctx.node}' iteration {ctx.iteration}: reward function {self.name} "
-                    f"failed on all {len(scored)} rows, none is left (first: {first})"
-                )
-            out = out.filter(pc.equal(errors, ""))
-        ctx.log.warning(
-            "reward function %s failed on %d of %d rows (on_error: %s); first: %s",
-            self.name,
-            len(failed),
-            len(scored),
-            self.on_error.value,
-            first,
+        return scored_table(
+            table, self.calls(rows), self.on_error, ctx, f"reward function {self.name}"
         )
-        return out
 
     def close(self) -> None:
         """Stop the reward worker."""

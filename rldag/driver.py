@@ -6,6 +6,7 @@ listeners. At the end it exports the policy and stores the reward curve.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -18,6 +19,7 @@ from rldag.run import EdgeHandle, Run
 from rldag.scheduler import Scheduler, Step
 from rldag.streams import StreamFailed
 
+log = logging.getLogger("rldag.driver")
 SETTLE_S = 120  # after a failure, how long running steps may take to finish before closing
 
 
@@ -108,7 +110,12 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
     finally:
         wait(pending, timeout=SETTLE_S)
         try:
-            store_reward_curve(run)  # also for a failed run: the iterations it finished
+            try:
+                store_reward_curve(run)  # also for a failed run: the iterations it finished
+            except OSError as err:  # storage broke: the run's own error says so, keep it
+                if not failed:
+                    raise
+                log.warning("could not store the reward curve of run %s: %s", run.run_id, err)
             launcher.close(failed)
         finally:
             run.close()

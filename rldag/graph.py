@@ -15,7 +15,7 @@ from rldag.errors import GraphError, InputError
 from rldag.operator import OperatorDef
 from rldag.registry import resolve
 from rldag.schema import check_edge, extend, to_schema
-from rldag.spec import LoadedPipeline, NodeKind, NodeSpec, PipelineSpec, PoolName, merge_params
+from rldag.spec import LoadedPipeline, NodeKind, NodeSpec, PipelineSpec, merge_params
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Node:
         return self.spec.kind
 
     @property
-    def pool(self) -> PoolName:
+    def pool(self) -> str:
         """The node's pool: its own `pool:`, else its operator's, else by kind."""
         return self.spec.pool or self.op.pool or self.spec.resolved_pool
 
@@ -83,6 +83,8 @@ def _wire_ports(
     weights_from = None
     for port, upstream in spec.inputs.items():
         path = f"nodes.{name}.inputs.{port}"
+        if port not in ports and op.named_ports is not None:
+            ports[port] = op.named_ports
         if port not in ports:
             known = ", ".join(ports) or "none"
             raise GraphError(
@@ -157,20 +159,30 @@ def _output_schema(node: Node, upstream: dict[str, pa.Schema], where: str) -> pa
         except InputError as err:
             raise _in_params(err, node.name, where) from None
     table_ports = op.table_ports
-    for port in table_ports:
-        if port.name in node.inputs:
-            producer = node.inputs[port.name]
-            check_edge(
-                port.columns,
-                upstream[producer],
-                consumer=node.name,
-                port=port.name,
-                producer=producer,
-                where=where,
-            )
-    if op.passthrough and table_ports and table_ports[0].name in node.inputs:
-        return extend(upstream[node.inputs[table_ports[0].name]], op.adds)
-    return to_schema(op.adds)
+    declared = {p.name: p for p in table_ports}
+    for name, producer in node.inputs.items():
+        check_edge(
+            (declared.get(name) or op.named_ports).columns,
+            upstream[producer],
+            consumer=node.name,
+            port=name,
+            producer=producer,
+            where=where,
+        )
+    first = table_ports[0].name if table_ports else None
+    primary = upstream[node.inputs[first]] if first in node.inputs else None
+    inputs = {p: upstream[u] for p, u in node.inputs.items()}
+    if op.check_input is not None:
+        try:
+            op.check_input(node.params, inputs)
+        except InputError as err:
+            path = f"nodes.{node.name}.params" + (f".{err.path}" if err.path else "")
+            raise InputError(err.message, path=path, where=where) from None
+    extra = op.adds_from_inputs(node.params, inputs) if op.adds_from_inputs else ()
+    adds = extra + op.adds
+    if op.passthrough and primary is not None:
+        return extend(primary, adds)
+    return to_schema(adds)
 
 
 def build_graph(loaded: LoadedPipeline) -> Graph:
@@ -194,10 +206,10 @@ def build_graph(loaded: LoadedPipeline) -> Graph:
     return graph
 
 
-def _shares_workers(spec: PipelineSpec, a: PoolName, b: PoolName) -> bool:
+def _shares_workers(spec: PipelineSpec, a: str, b: str) -> bool:
     if a == b:
         return True
-    return any({a.value, b.value} <= set(group) for group in spec.pools.colocate)
+    return any({a, b} <= set(group) for group in spec.pools.colocate)
 
 
 def _check_overlap(loaded: LoadedPipeline, graph: Graph) -> None:
@@ -214,8 +226,8 @@ def _check_overlap(loaded: LoadedPipeline, graph: Graph) -> None:
         if _shares_workers(spec, node.pool, trainer.pool):
             raise GraphError(
                 f"async.max_staleness={k} overlaps generation with training, but generate "
-                f"node '{node.name}' (pool {node.pool.value}) and train node "
-                f"'{trainer.name}' (pool {trainer.pool.value}) share workers "
+                f"node '{node.name}' (pool {node.pool}) and train node "
+                f"'{trainer.name}' (pool {trainer.pool}) share workers "
                 f"(pools.colocate={spec.pools.colocate}): split them with pools.colocate=[] "
                 "or run synchronously with async.max_staleness=0",
                 path="async.max_staleness",

@@ -1,7 +1,9 @@
 """Per-iteration metrics from the iteration's edge tables and node timings.
 
 Names follow what veRL users read: ``reward/mean``, ``timing_s/<node>``, ``perf/tokens_per_s``;
-``score/<node>/errors|dropped`` count a score node's failed reward calls; an operator may
+``score/<node>/errors|dropped`` count a score node's failed reward calls (and
+``score/<node>/retried_rows`` the rows a remote verifier answered only on a retry);
+``reward/<name>`` is a composed reward's component; an operator may
 report its own counts (``dapo/kept_groups``) with `with_reported_metrics`.
 """
 
@@ -18,8 +20,20 @@ from rldag.graph import Graph
 from rldag.spec import NodeKind
 
 
+def _components(graph: Graph) -> set[str]:
+    """Nodes whose tables are components of another's (a combine's named ports)."""
+    out = set()
+    for node in graph.nodes.values():
+        declared = {p.name for p in node.op.table_ports}
+        out |= {u for p, u in node.inputs.items() if node.op.named_ports and p not in declared}
+    return out
+
+
 def _first_with(graph: Graph, tables: Mapping[str, pa.Table], column: str) -> pa.Table | None:
-    for name in graph.order:
+    """The first table in graph order with `column`, components of a composed reward
+    skipped (their combination is the reward)."""
+    skipped = _components(graph)
+    for name in (n for n in graph.order if n not in skipped):
         table = tables.get(name)
         if table is not None and column in table.column_names and table.num_rows:
             return table
@@ -59,7 +73,30 @@ def score_error_counts(graph: Graph, tables: Mapping[str, pa.Table]) -> dict[str
         kept = pc.sum(pc.not_equal(table["reward_error"], "")).as_py() or 0
         out[f"score/{name}/errors"] = float(kept + dropped)
         out[f"score/{name}/dropped"] = float(dropped)
+        if "reward_attempts" in table.column_names:  # a remote verifier's requests per row
+            retried = pc.sum(pc.greater(table["reward_attempts"], 1)).as_py() or 0
+            out[f"score/{name}/retried_rows"] = float(retried)
     return out
+
+
+def component_rewards(graph: Graph, tables: Mapping[str, pa.Table]) -> dict[str, float]:
+    """``reward/<name>``: the mean of each float column ``reward_<name>`` a node added (the
+    components of a composed reward)."""
+    out: dict[str, float] = {}
+    for name in graph.order:
+        table = tables.get(name)
+        if table is None or not table.num_rows:
+            continue
+        inherited = {c for u in graph.nodes[name].inputs.values() for c in _names(tables.get(u))}
+        for field in table.schema:
+            if field.name.startswith("reward_") and field.name not in inherited:
+                if pa.types.is_floating(field.type):
+                    out[f"reward/{field.name[len('reward_') :]}"] = _mean(table[field.name])
+    return out
+
+
+def _names(table: pa.Table | None) -> list[str]:
+    return table.column_names if table is not None else []
 
 
 def _reported_key(node: str) -> bytes:
@@ -124,5 +161,6 @@ def iteration_metrics(
                     out[f"train/{field.name}"] = _mean(table[field.name])
     out["timing_s/weight_sync"] = weight_sync_s
     out |= score_error_counts(graph, tables)
+    out |= component_rewards(graph, tables)
     out |= reported_metrics(graph, tables)
     return out

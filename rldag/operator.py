@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import pyarrow as pa
 
 from rldag.schema import Column
-from rldag.spec import NodeKind, PoolName
+from rldag.spec import NodeKind
 
 Dispatch = Literal["group", "balanced", "replicate"]
 
@@ -113,15 +113,21 @@ class OperatorDef:
     params: type | None = None  # a dataclass; pipeline params are validated against it
     stateful: bool = False  # lives in a pool worker for the whole run
     dispatch: Dispatch = "group"  # rows over workers: by prompt group, token-balanced, copied
-    pool: PoolName | None = None  # its pool when the node sets none (else by kind)
+    pool: str | None = None  # its pool when the node sets none (else by kind)
     max_workers: int | None = None  # most workers it can use (None: any)
     checkpointable: bool = False  # its instances are Checkpointable (trainers)
     streams: bool = False  # runs per chunk of prompt groups (starts on its input's first chunk)
     emits_chunks: bool = False  # its instances are StreamingOperators (generate)
     concurrency: Callable[[Any], int] | None = None  # calls at once per worker, from params
-    companion_pool: PoolName | None = None  # a pool it starts its own actors on (concurrency
+    companion_pool: str | None = None  # a pool it starts its own actors on (concurrency
     # is then bounded by that pool's max_concurrency): an agent's environments
     output_schema: Callable[[Any], pa.Schema] | None = None  # sources: schema from the data
+    # params against the input schemas (port -> schema) at validation (a judge's template
+    # variables, a combine's components); raises InputError whose path is a params key
+    check_input: Callable[[Any, Mapping[str, pa.Schema]], None] | None = None
+    named_ports: Port | None = None  # any other port name the node gives, needing these columns
+    # more columns it adds, from params and input schemas (a combine's reward_<component>)
+    adds_from_inputs: Callable[[Any, Mapping[str, pa.Schema]], tuple[Column, ...]] | None = None
     preflight: Callable[[Any], None] | None = None  # params -> checks before compute (the
     # model's chat template): raises InputError with a key path relative to the params
     description: str = ""

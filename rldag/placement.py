@@ -14,8 +14,6 @@ from rldag.errors import PlacementError
 from rldag.graph import Graph
 from rldag.spec import PipelineSpec, PlacementStrategy, PoolName, PoolSpec
 
-POOLS = ("training", "rollout", "environment")
-
 
 @dataclass(frozen=True)
 class ClusterNode:
@@ -89,14 +87,15 @@ def local_cluster(num_cpus: int | None = None, num_gpus: int | None = None) -> C
 
 
 def _colocated_sets(spec: PipelineSpec, where: str) -> list[tuple[str, ...]]:
+    pools = spec.pools.named
     seen: set[str] = set()
     sets = []
     for i, members in enumerate(spec.pools.colocate):
         path = f"pools.colocate.{i}"
         for name in members:
-            if name not in POOLS:
+            if name not in pools:
                 raise PlacementError(
-                    f"unknown pool {name!r} (pools: {', '.join(POOLS)})", path=path, where=where
+                    f"unknown pool {name!r} (pools: {', '.join(pools)})", path=path, where=where
                 )
             if name in seen:
                 raise PlacementError(
@@ -105,20 +104,17 @@ def _colocated_sets(spec: PipelineSpec, where: str) -> list[tuple[str, ...]]:
             seen.add(name)
         if len(members) < 2:
             raise PlacementError("a colocate set needs at least two pools", path=path, where=where)
-        pools = [getattr(spec.pools, m) for m in members]
-        if len({p.workers for p in pools}) > 1:
-            counts = ", ".join(
-                f"{m}.workers={p.workers}" for m, p in zip(members, pools, strict=True)
-            )
+        if len({pools[m].workers for m in members}) > 1:
+            counts = ", ".join(f"{m}.workers={pools[m].workers}" for m in members)
             raise PlacementError(
                 f"colocated pools must have equal workers ({counts})", path=path, where=where
             )
         sets.append(tuple(members))
-    return sets + [(p,) for p in POOLS if p not in seen]
+    return sets + [(p,) for p in pools if p not in seen]
 
 
 def _group(members: tuple[str, ...], spec: PipelineSpec) -> WorkerGroup:
-    pools: list[PoolSpec] = [getattr(spec.pools, m) for m in members]
+    pools: list[PoolSpec] = [spec.pools.named[m] for m in members]
     strategies = {p.strategy for p in pools}
     strategy = pools[0].strategy if len(strategies) == 1 else PlacementStrategy.PACK
     return WorkerGroup(
@@ -136,7 +132,7 @@ def _check_node(graph: Graph, name: str, group: WorkerGroup, where: str) -> None
     node = graph.nodes[name]
     limit = node.op.max_workers
     if limit is not None and group.workers > limit:
-        pool = node.pool.value
+        pool = node.pool
         raise PlacementError(
             f"node '{name}' (operator {node.op.name}) runs on at most {limit} worker(s); "
             f"pool {pool} has {group.workers}",
@@ -217,10 +213,10 @@ def plan_placement(
         if node.pool == PoolName.driver:
             driver.append(name)
             continue
-        group = next(g for g in groups.values() if node.pool.value in g.pools)
+        group = next(g for g in groups.values() if node.pool in g.pools)
         group.nodes.append(name)
         if node.op.companion_pool is not None:
-            pool = node.op.companion_pool.value
+            pool = node.op.companion_pool
             next(g for g in groups.values() if pool in g.pools).companions.append(name)
     used = {k: g for k, g in groups.items() if g.nodes or g.companions}
     for group in used.values():

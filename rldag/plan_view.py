@@ -36,17 +36,20 @@ def print_nodes(console: Console, loaded: LoadedPipeline, graph: Graph) -> None:
     for i, (name, node) in enumerate(graph.nodes.items()):
         console.print(
             f"{i:>2} [bold]{name}[/bold]  kind={node.kind.value}  op={node.op.name}  "
-            f"pool={node.pool.value}  {'stateful' if node.op.stateful else 'stateless'}",
+            f"pool={node.pool}  {'stateful' if node.op.stateful else 'stateless'}",
             highlight=False,
         )
         ports = {p.name: p for p in node.op.ports}
         for port, upstream in node.inputs.items():
-            needs = ", ".join(c.name for c in ports[port].columns)
+            needs = ", ".join(c.name for c in (ports.get(port) or node.op.named_ports).columns)
             console.print(f"     in   {port} <- {upstream}  (needs {needs})", highlight=False)
         if node.weights_from:
             lag = f"i-{1 + spec.async_.max_staleness}"
             console.print(f"     in   weights <- {node.weights_from}[{lag}]", markup=False)
         added = {c.name for c in node.op.adds}
+        if node.op.adds_from_inputs is not None:
+            schemas = {p: graph.nodes[u].output for p, u in node.inputs.items()}
+            added |= {c.name for c in node.op.adds_from_inputs(node.params, schemas)}
         new = [f.name for f in node.output if f.name in added or not node.inputs]
         kept = len(node.output) - len(new)
         more = f"  (+ {kept} columns passed through)" if kept else ""
@@ -132,7 +135,7 @@ def print_execution(console: Console, loaded: LoadedPipeline, graph: Graph) -> N
             later = [n for n in graph.order if n != node.name and n in _downstream(graph, node)]
             ahead = "i+1" if k == 1 else f"i+1..i+{k}"
             console.print(
-                f"  overlaps: {node.name} of iterations {ahead} (pool {node.pool.value}) "
+                f"  overlaps: {node.name} of iterations {ahead} (pool {node.pool}) "
                 f"with {', '.join(later)} of iteration i",
                 highlight=False,
             )

@@ -29,7 +29,7 @@ from rldag.log_capture import replay
 from rldag.operator import NodeContext, PoolReservation
 from rldag.placement import Cluster, ClusterNode, Placement, WorkerGroup
 from rldag.pools import InProcessPools, NodeRunner, WeightsSnapshot
-from rldag.spec import PipelineSpec, RaySpec, WeightsSpec
+from rldag.spec import FaultsSpec, PipelineSpec, PoolName, RaySpec, WeightsSpec
 from rldag.worker import PoolWorker
 
 log = logging.getLogger("rldag.pools")
@@ -38,7 +38,8 @@ INLINE_BYTES = 100_000  # Ray passes arguments up to this size inside the call i
 
 
 def connect(ray_spec: RaySpec) -> None:
-    """Join `ray.address`, or start an embedded local Ray when none is given."""
+    """Join `ray.address`, or start an embedded local Ray when none is given (always a new
+    one: Ray would otherwise join a cluster that `ray start` left on this machine)."""
     import ray
 
     if ray.is_initialized():
@@ -47,6 +48,7 @@ def connect(ray_spec: RaySpec) -> None:
         ray.init(address=ray_spec.address, logging_level=logging.WARNING)
     else:
         ray.init(
+            address="local",
             num_cpus=ray_spec.num_cpus,
             num_gpus=ray_spec.num_gpus,
             include_dashboard=False,
@@ -70,25 +72,34 @@ def ray_cluster() -> Cluster:
     return Cluster(tuple(nodes), "Ray cluster")
 
 
+class WorkerLost(RuntimeError):
+    """A pool worker's process died and its call cannot be re-run."""
+
+
 class RayPools:
     """A NodeRunner over Ray worker groups (see rldag.pools.NodeRunner)."""
 
-    def __init__(self, placement: Placement, weights: WeightsSpec | None = None) -> None:
+    def __init__(
+        self,
+        placement: Placement,
+        weights: WeightsSpec | None = None,
+        faults: FaultsSpec | None = None,
+    ) -> None:
         import ray
         from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self.placement = placement
+        self.restarts_left = (faults or FaultsSpec()).max_restarts
+        self._stateful: set[str] = set()  # groups hosting a stateful operator (build_all)
         self.operator_seconds: dict[str, float] = {}  # last call, slowest worker (for bench/)
         self._driver = InProcessPools()
         self._edges = BroadcastEdges(weights or WeightsSpec())  # split weights edges
         self._workers: dict[str, list] = {}
         self._reservations: dict[str, PoolReservation] = {}  # by group: lent to companions
-        self._pgs = []
-        actor_cls = ray.remote(PoolWorker)
+        self._pgs: dict[str, Any] = {}
         for group in placement.groups.values():
             pg = placement_group([group.bundle] * group.workers, strategy=group.strategy.value)
-            self._pgs.append(pg)
+            self._pgs[group.name] = pg
             try:
                 ray.get(pg.ready(), timeout=READY_TIMEOUT_S)
             except ray.exceptions.GetTimeoutError:
@@ -103,18 +114,23 @@ class RayPools:
             )  # fmt: skip
             if not group.nodes:  # only other nodes' own actors live here
                 continue
-            self._workers[group.name] = [
-                actor_cls.options(
-                    num_cpus=group.cpus,
-                    num_gpus=group.gpus,
-                    scheduling_strategy=PlacementGroupSchedulingStrategy(
-                        pg, placement_group_bundle_index=i
-                    ),
-                ).remote(group.name, i, group.workers)
-                for i in range(group.workers)
-            ]
+            self._workers[group.name] = [self._spawn(group, i) for i in range(group.workers)]
             addr, port = ray.get(self._workers[group.name][0].rendezvous_address.remote())
             ray.get([w.set_master.remote(addr, port) for w in self._workers[group.name]])
+
+    def _spawn(self, group: WorkerGroup, rank: int) -> Any:
+        """The worker actor of `rank` in its bundle of the group's placement group."""
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        strategy = PlacementGroupSchedulingStrategy(
+            self._pgs[group.name], placement_group_bundle_index=rank
+        )
+        return (
+            ray.remote(PoolWorker)
+            .options(num_cpus=group.cpus, num_gpus=group.gpus, scheduling_strategy=strategy)
+            .remote(group.name, rank, group.workers)
+        )
 
     def build_all(self, graph: Graph) -> None:
         """Start building every pool node's operator on all its workers at once, without
@@ -123,6 +139,8 @@ class RayPools:
         for node in graph.nodes.values():
             group = self._group(node)
             if group is not None:
+                if node.op.stateful:
+                    self._stateful.add(group.name)
                 for w in self._workers[group.name]:
                     w.build.remote(node)
 
@@ -169,7 +187,6 @@ class RayPools:
         return workers, primary, table, rest, selections, ref
 
     def run(self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> pa.Table:
-        import ray
 
         if self._group(node) is None:
             out = self._driver.run(node, inputs, ctx)
@@ -177,11 +194,11 @@ class RayPools:
             return out
         workers, primary, table, rest, selections, ref = self._dispatch(node, inputs)
         ctx = self._lend(node, ctx)
-        refs = [
-            w.run.remote(node, rest, ctx, primary, ref, sel)
-            for w, sel in zip(workers, selections, strict=False)
+        calls = [
+            lambda w, sel=sel: w.run.remote(node, rest, ctx, primary, ref, sel)
+            for sel in selections[: len(workers)]
         ]
-        results = ray.get(refs)
+        results = self._gather(node, calls)
         for *_, logs in results:
             replay(logs)  # operator logs, into this task's run logs
         self.operator_seconds[node.name] = max(seconds for _, _, seconds, _ in results)
@@ -192,6 +209,40 @@ class RayPools:
             for sel, (out, only_added, _, _) in zip(selections, results, strict=False)
         ]
         return outputs[0] if node.op.dispatch == "replicate" else join_tables(outputs)
+
+    def _gather(self, node: Node, calls: list[Callable[[Any], Any]]) -> list:
+        """Each worker's result of `calls[rank](worker)`. A worker whose process died is
+        replaced by a fresh actor in its bundle and its call re-run there, when its group
+        holds no state (`faults.max_restarts` per run); otherwise WorkerLost names the node."""
+        import ray
+
+        group = self._group(node)
+        workers = self._workers[group.name]
+        refs = [call(w) for call, w in zip(calls, workers, strict=False)]
+        results: list = [None] * len(refs)
+        for rank in range(len(refs)):
+            while True:
+                try:
+                    results[rank] = ray.get(refs[rank])
+                    break
+                except ray.exceptions.RayActorError as err:
+                    self._replace(node, group, rank, err)
+                    refs[rank] = calls[rank](workers[rank])
+        return results
+
+    def _replace(self, node: Node, group: WorkerGroup, rank: int, err: Exception) -> None:
+        """Start a new worker for a dead one of a stateless group, or raise WorkerLost."""
+        where = f"the process of pool worker {group.name}[{rank}] died ({type(err).__name__})"
+        if group.name in self._stateful:
+            raise WorkerLost(
+                f"{where}; it held the state of a stateful operator, so the run stops: "
+                "`rldag run --resume RUN_ID` continues from the last checkpoint"
+            ) from None
+        if self.restarts_left <= 0:
+            raise WorkerLost(f"{where}; no restarts left (faults.max_restarts)") from None
+        self.restarts_left -= 1
+        log.warning("%s in node %s: restarting it, re-running its rows", where, node.name)
+        self._workers[group.name][rank] = self._spawn(group, rank)
 
     def stream(
         self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext
@@ -320,7 +371,7 @@ class RayPools:
                 log.warning("a pool worker failed to close cleanly", exc_info=True)
             for w in workers:
                 ray.kill(w)
-        for pg in self._pgs:
+        for pg in self._pgs.values():
             remove_placement_group(pg)
         self._workers.clear()
 
@@ -330,9 +381,10 @@ def start_pools(spec: PipelineSpec, graph: Graph, where: str = "") -> NodeRunner
     `ray.enabled` is false."""
     from rldag.placement import plan_placement
 
-    if not spec.ray.enabled or all(n.pool.value == "driver" for n in graph.nodes.values()):
+    if not spec.ray.enabled or all(n.pool == PoolName.driver for n in graph.nodes.values()):
         return InProcessPools()
     connect(spec.ray)
-    pools = RayPools(plan_placement(spec, graph, ray_cluster(), where), spec.weights)
+    placement = plan_placement(spec, graph, ray_cluster(), where)
+    pools = RayPools(placement, spec.weights, spec.faults)
     pools.build_all(graph)
     return pools

@@ -23,6 +23,7 @@ from rldag.graph import Graph, Node
 from rldag.metrics import iteration_metrics
 from rldag.operator import NodeContext
 from rldag.pools import NodeRunner, WeightsSnapshot
+from rldag.run_lock import RunLock, claim_new_run
 from rldag.scheduler import Step, emits_chunks, weights_version
 from rldag.schema import check_table
 from rldag.spec import LoadedPipeline
@@ -68,6 +69,7 @@ class Run:
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="rldag-persist")
     )
     _pending: dict[int, list[tuple[str, Future]]] = field(default_factory=dict)
+    lock: RunLock | None = None  # this process's hold on the run directory (rldag.run_lock)
 
     @classmethod
     def start(
@@ -80,14 +82,24 @@ class Run:
         """Create the run directory with the resolved pipeline; with `run_id`, reopen that
         stored run (to resume it)."""
         storage = open_storage(loaded.spec.storage)
-        if run_id is not None and not storage.exists(f"{run_id}/pipeline.yaml"):
+        lease_s = loaded.spec.storage.lock_lease_s
+        if run_id is None:
+            lock = claim_new_run(storage, lambda: new_run_id(loaded.spec.name), lease_s)
+        elif not storage.exists(f"{run_id}/pipeline.yaml"):
             raise InputError(f"no run {run_id!r} under {storage.root}", path="--resume")
-        if runner is None:
-            from rldag.ray_pools import start_pools
+        else:
+            lock = RunLock(storage, run_id, lease_s)
+            lock.acquire()  # refused while another process runs it
+        try:
+            if runner is None:
+                from rldag.ray_pools import start_pools
 
-            runner = start_pools(loaded.spec, graph, loaded.source)
-        run = cls(loaded, graph, storage, run_id or new_run_id(loaded.spec.name), runner)
-        storage.write_text(f"{run.run_id}/pipeline.yaml", loaded.resolved_yaml)
+                runner = start_pools(loaded.spec, graph, loaded.source)
+            run = cls(loaded, graph, storage, lock.run_id, runner, lock=lock)
+            storage.write_text(f"{run.run_id}/pipeline.yaml", loaded.resolved_yaml)
+        except BaseException:
+            lock.release()
+            raise
         return run
 
     @property
@@ -126,7 +138,9 @@ class Run:
                 raise ValueError("it emitted no table")
             out.close()
             self._after_train(step, node)
-        except Exception as err:
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:  # also libraries' BaseExceptions (torch DCP's)
             out.close(err)
             where = f"node '{node.name}' (iteration {step.iteration})"
             raise RunError(f"{where} failed: {err!r}") from err
@@ -234,6 +248,8 @@ class Run:
     def finish_iteration(self, iteration: int, seconds: float) -> dict[str, float]:
         """Wait for the iteration's edge tables to be stored, compute its metrics, rewrite
         metrics.parquet, free its tables."""
+        if self.lock is not None:
+            self.lock.check()  # a process that lost the run writes nothing more
         self.flush(iteration)
         names = self.graph.order
         tables = {n: self.table(iteration, n) for n in names}
@@ -261,6 +277,10 @@ class Run:
         drive(self, InlineLauncher(self), last=iterations)
 
     def close(self) -> None:
-        """Finish pending writes and release the pools."""
-        self._writer.shutdown(wait=True)
-        self.runner.close()
+        """Finish pending writes, release the pools and the run's lock."""
+        try:
+            self._writer.shutdown(wait=True)
+            self.runner.close()
+        finally:
+            if self.lock is not None:
+                self.lock.release()

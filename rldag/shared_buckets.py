@@ -17,7 +17,12 @@ if TYPE_CHECKING:
     import torch
 
 ALIGN = 64  # bytes; each bucket starts aligned so it can be viewed as its dtype
-SHARED_DIR = "/dev/shm"
+SHARED_DIR_ENV = "RLDAG_SHARED_DIR"  # where the files go: /dev/shm unless this names another
+
+
+def shared_dir() -> str:
+    """The shared-memory directory weight files go to (`$RLDAG_SHARED_DIR`, else /dev/shm)."""
+    return os.environ.get(SHARED_DIR_ENV) or "/dev/shm"
 
 
 def _layout(plan: tuple[Bucket, ...]) -> tuple[list[int], int]:
@@ -43,9 +48,10 @@ class SharedBuckets:
         ]
 
     @classmethod
-    def create(cls, plan: tuple[Bucket, ...], directory: str = SHARED_DIR) -> SharedBuckets:
+    def create(cls, plan: tuple[Bucket, ...], directory: str | None = None) -> SharedBuckets:
         """The sender: a new file sized for `plan`."""
-        return cls(os.path.join(directory, f"rldag-weights-{uuid.uuid4().hex}"), plan)
+        path = os.path.join(directory or shared_dir(), f"rldag-weights-{uuid.uuid4().hex}")
+        return cls(path, plan)
 
     def unlink(self) -> None:
         """Remove the file's name (members that mapped it keep their mapping)."""
@@ -53,17 +59,17 @@ class SharedBuckets:
             os.unlink(self.path)
 
 
-def has_room(plan: tuple[Bucket, ...], directory: str = SHARED_DIR) -> bool:
+def has_room(plan: tuple[Bucket, ...], directory: str | None = None) -> bool:
     """Whether `directory` has the space for `plan`'s file (writing past a full tmpfs, e.g.
     a container's 64 MB /dev/shm, would kill the process)."""
-    stat = os.statvfs(directory)
+    stat = os.statvfs(directory or shared_dir())
     return stat.f_bavail * stat.f_frsize >= _layout(plan)[1]
 
 
-def probe_path(directory: str = SHARED_DIR) -> str:
+def probe_path(directory: str | None = None) -> str:
     """A new empty file in `directory` whose presence tells members they share it (same
     host), or "" where there is no such directory."""
-    path = os.path.join(directory, f"rldag-weights-probe-{uuid.uuid4().hex}")
+    path = os.path.join(directory or shared_dir(), f"rldag-weights-probe-{uuid.uuid4().hex}")
     try:
         with open(path, "x"):
             pass

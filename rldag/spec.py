@@ -6,7 +6,7 @@ SpecError naming the file and the key path. Overrides are OmegaConf dotlist stri
 
 from __future__ import annotations
 
-import importlib.util
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -17,6 +17,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rldag.errors import SpecError
+from rldag.tracking_spec import TrackerName, TrackingSpec, check_trackers
 
 
 class NodeKind(StrEnum):
@@ -31,7 +32,7 @@ class NodeKind(StrEnum):
 
 
 class PoolName(StrEnum):
-    """The resource pools a node can run on."""
+    """The standard pools (users may declare more under `pools.<name>`)."""
 
     driver = "driver"
     rollout = "rollout"
@@ -52,13 +53,13 @@ class NodeSpec:
 
     kind: NodeKind = MISSING  # generate | sandbox | score | train | source | transform
     op: str = MISSING  # a registered operator name, or module:function for user code
-    pool: PoolName | None = None  # defaults by kind: generate->rollout, train->training, ...
+    pool: str | None = None  # driver or a pool of `pools:`; by kind: generate->rollout, ...
     inputs: dict[str, str] = field(default_factory=dict)  # port -> upstream node name
     params: dict[str, Any] = field(default_factory=dict)  # operator parameters
     persist: bool | None = None  # store this node's table as Parquet (default: storage.persist)
 
     @property
-    def resolved_pool(self) -> PoolName:
+    def resolved_pool(self) -> str:
         """The pool the node runs on: explicit, else by kind, else the driver."""
         return self.pool or DEFAULT_POOL.get(self.kind, PoolName.driver)
 
@@ -71,6 +72,7 @@ class StorageSpec:
     persist: bool = True  # persist every edge table unless a node says otherwise
     endpoint_url: str | None = None  # s3: an S3-compatible server; default AWS_ENDPOINT_URL/AWS
     options: dict[str, Any] = field(default_factory=dict)  # more fsspec/s3fs options (anon, ...)
+    lock_lease_s: float = 60.0  # a run's lock without a heartbeat this long is stale (run_lock)
 
 
 class PlacementStrategy(StrEnum):
@@ -93,13 +95,19 @@ class PoolSpec:
     max_concurrency: int = 0  # environment: max concurrent executions (0 = no bound)
 
 
+STANDARD_POOLS = (PoolName.training, PoolName.rollout, PoolName.environment)
+
+
 @dataclass
 class PoolsSpec:
-    """The three pools and which of them share bundles (HybridFlow's colocation)."""
+    """The pools by name and which of them share bundles (HybridFlow's colocation).
 
-    training: PoolSpec = field(default_factory=PoolSpec)
-    rollout: PoolSpec = field(default_factory=PoolSpec)
-    environment: PoolSpec = field(default_factory=PoolSpec)
+    pipeline.yaml writes each pool as `pools.<name>`; they are held in `named` (see
+    `_to_fields`). The standard three exist by default; users may declare more."""
+
+    named: dict[str, PoolSpec] = field(
+        default_factory=lambda: {str(name): PoolSpec() for name in STANDARD_POOLS}
+    )
     colocate: list[list[str]] = field(default_factory=lambda: [["training", "rollout"]])
 
 
@@ -154,6 +162,7 @@ class PipelineSpec:
     trackers: list[TrackerName] = field(default_factory=list)  # mlflow, tensorboard, wandb
     tracking: TrackingSpec = field(default_factory=lambda: TrackingSpec())  # their options
     weights: WeightsSpec = field(default_factory=lambda: WeightsSpec())  # split weights edge
+    faults: FaultsSpec = field(default_factory=lambda: FaultsSpec())  # worker restarts
 
 
 @dataclass
@@ -169,18 +178,61 @@ class LoadedPipeline:
 YAML_KEYS = {"async": "async_"}
 
 
+# `pools.<name>` in pipeline.yaml is `pools.named.<name>` in the spec; `pools.colocate` stays.
+POOL_KEYS = ("colocate",)
+
+
+_FIELD_REFERENCE = re.compile(r"\$\{(async|pools)\.([A-Za-z_][\w-]*)")
+
+
+def _field_reference(match: re.Match[str]) -> str:
+    """`${async.k}` -> `${async_.k}`, `${pools.<name>...}` -> `${pools.named.<name>...}`."""
+    root, key = match.groups()
+    if root == "async":
+        return "${async_." + key
+    return match.group(0) if key in POOL_KEYS else "${pools.named." + key
+
+
+def _rewrite_references(value: Any) -> Any:
+    if isinstance(value, str):
+        return _FIELD_REFERENCE.sub(_field_reference, value)
+    if isinstance(value, dict):
+        return {k: _rewrite_references(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rewrite_references(v) for v in value]
+    return value
+
+
 def _to_fields(cfg: DictConfig) -> DictConfig:
+    """The YAML's keys as the dataclasses' fields (`async` -> `async_`, `pools.<name>` ->
+    `pools.named.<name>`), interpolations that point at them included."""
+    raw = _rewrite_references(OmegaConf.to_container(cfg, resolve=False))
     for key, name in YAML_KEYS.items():
-        if key in cfg:
-            cfg[name] = cfg.pop(key)
-    return cfg
+        if key in raw:
+            raw[name] = raw.pop(key)
+    pools = raw.get("pools")
+    if isinstance(pools, dict):
+        fixed = {k: pools.pop(k) for k in POOL_KEYS if k in pools}
+        raw["pools"] = {**fixed, "named": pools} if pools else fixed
+    return OmegaConf.create(raw)
 
 
 def _to_yaml_key(path: str) -> str:
     for key, name in YAML_KEYS.items():
         if path == name or path.startswith(name + "."):
             return key + path[len(name) :]
-    return path
+    return path.replace("pools.named.", "pools.", 1)
+
+
+def _to_yaml(merged: DictConfig) -> str:
+    """The resolved pipeline as pipeline.yaml writes it (`async:`, `pools.<name>`)."""
+    doc = OmegaConf.to_container(merged)
+    assert isinstance(doc, dict)
+    doc["pools"] = {**doc["pools"].pop("named"), **doc["pools"]}
+    text = OmegaConf.to_yaml(OmegaConf.create(doc))
+    for key, name in YAML_KEYS.items():
+        text = text.replace(f"\n{name}:", f"\n{key}:")
+    return text
 
 
 def _spec_error(err: OmegaConfBaseException, where: str, prefix: str = "") -> SpecError:
@@ -253,10 +305,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
         raise _spec_error(err, where) from None
     assert isinstance(spec, PipelineSpec)
     _check_values(spec, where)
-    text = OmegaConf.to_yaml(merged)
-    for key, name in YAML_KEYS.items():
-        text = text.replace(f"\n{name}:", f"\n{key}:")
-    return LoadedPipeline(spec=spec, resolved_yaml=text, source=where)
+    return LoadedPipeline(spec=spec, resolved_yaml=_to_yaml(merged), source=where)
 
 
 def _check_values(spec: PipelineSpec, where: str) -> None:
@@ -268,81 +317,35 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
         value = getattr(spec.async_, key)
         if value < 0:
             raise SpecError(f"must be >= 0, got {value}", path=f"async.{key}", where=where)
-    _check_trackers(spec.trackers, where)
+    check_trackers(spec.trackers, where)
     _check_weights(spec.weights, where)
+    _check_pools(spec, where)
+    if spec.faults.max_restarts < 0:
+        message = f"must be >= 0, got {spec.faults.max_restarts}"
+        raise SpecError(message, path="faults.max_restarts", where=where)
 
 
-class TrackerName(StrEnum):
-    """Experiment trackers a run can report to (`trackers: [...]`)."""
-
-    mlflow = "mlflow"
-    tensorboard = "tensorboard"
-    wandb = "wandb"
-
-
-# tracker -> (the module it needs, the distribution that provides it); the extra is its name
-TRACKER_PACKAGES = {
-    TrackerName.mlflow: ("mlflow", "mlflow-skinny"),
-    TrackerName.tensorboard: ("tensorboard", "tensorboard"),
-    TrackerName.wandb: ("wandb", "wandb"),
-}
-
-
-@dataclass
-class MlflowSpec:
-    """`tracking.mlflow`: where MLflow runs go."""
-
-    tracking_uri: str | None = None  # default: MLFLOW_TRACKING_URI, else MLflow's own default
-    experiment: str | None = None  # default: the pipeline's name
-    http_timeout_s: float = 10.0  # per request (sets MLFLOW_HTTP_REQUEST_TIMEOUT)
-    http_retries: int = 2  # per request (sets MLFLOW_HTTP_REQUEST_MAX_RETRIES)
-
-
-@dataclass
-class TensorboardSpec:
-    """`tracking.tensorboard`: where event files go."""
-
-    log_dir: str = "tensorboard"  # event files go to <log_dir>/<run id>/
-
-
-class WandbMode(StrEnum):
-    """W&B's own modes: online syncs as it goes, offline writes run files to sync later."""
-
-    online = "online"
-    offline = "offline"
-    disabled = "disabled"
-
-
-@dataclass
-class WandbSpec:
-    """`tracking.wandb`: the W&B project and mode (the API key stays in WANDB_API_KEY)."""
-
-    project: str | None = None  # default: the pipeline's name
-    entity: str | None = None  # a team or user; default: the key's default entity
-    mode: WandbMode = WandbMode.online
-    dir: str | None = None  # the parent of wandb/ run files; default: the working directory
-    tags: list[str] = field(default_factory=list)
-
-
-@dataclass
-class TrackingSpec:
-    """Per-tracker options; a tracker reports only when it is listed in `trackers`."""
-
-    mlflow: MlflowSpec = field(default_factory=MlflowSpec)
-    tensorboard: TensorboardSpec = field(default_factory=TensorboardSpec)
-    wandb: WandbSpec = field(default_factory=WandbSpec)
-
-
-def _check_trackers(trackers: list[TrackerName], where: str) -> None:
-    for i, name in enumerate(trackers):
-        if name in trackers[:i]:
-            raise SpecError(f"tracker '{name}' is listed twice", path="trackers", where=where)
-        module, distribution = TRACKER_PACKAGES[name]
-        if importlib.util.find_spec(module) is None:
+def _check_pools(spec: PipelineSpec, where: str) -> None:
+    """`driver` is where unpooled nodes run, not a pool; every node's pool must exist."""
+    pools = spec.pools.named
+    if PoolName.driver in pools:
+        message = "'driver' is not a pool (nodes without one run there)"
+        raise SpecError(message, path="pools.driver", where=where)
+    for name, node in spec.nodes.items():
+        if node.pool not in (None, PoolName.driver, *pools):
+            known = ", ".join([PoolName.driver, *pools])
             raise SpecError(
-                f"tracker '{name}' needs the Python package '{module}', which is not installed; "
-                f"install it with: pip install 'rldag[{name}]' (or: pip install {distribution})",
-                path="trackers",
+                f"unknown pool {node.pool!r} (pools: {known}; declare it as pools.{node.pool})",
+                path=f"nodes.{name}.pool",
+                where=where,
+            )
+    used = {n.pool for n in spec.nodes.values()} | {p for s in spec.pools.colocate for p in s}
+    for name in pools:
+        if name not in STANDARD_POOLS and name not in used:  # most likely a typo
+            raise SpecError(
+                f"pool {name!r} is declared but no node runs on it (pools: {', '.join(pools)}; "
+                f"put a node on it with nodes.<node>.pool: {name})",
+                path=f"pools.{name}",
                 where=where,
             )
 
@@ -369,3 +372,10 @@ def _check_weights(weights: WeightsSpec, where: str) -> None:
         value = getattr(weights, key)
         if value <= 0:
             raise SpecError(f"must be > 0, got {value}", path=f"weights.{key}", where=where)
+
+
+@dataclass
+class FaultsSpec:
+    """What a run does when a pool worker's process dies (README: Faults and recovery)."""
+
+    max_restarts: int = 3  # per run: stateless workers restarted (and their call re-run)

@@ -39,11 +39,19 @@ class TableHandle:
     columns: tuple[str, ...]
 
 
+# botocore's defaults retry a dead endpoint for minutes (legacy mode, 60 s connect timeout, under
+# s3fs's own 5 retries): fail within seconds instead; the run stops resumably. storage.options
+# config_kwargs replaces it.
+S3_CONFIG = {"connect_timeout": 10, "retries": {"max_attempts": 3, "mode": "standard"}}
+RUN_ID_RANDOM_BYTES = 6  # 48 random bits: 10,000 ids in one second collide with p < 2e-7
+
+
 def new_run_id(name: str) -> str:
-    """A sortable, unique, path-safe run id: ``<name>-<utc time>-<random>``."""
+    """A sortable, path-safe run id: ``<name>-<utc time>-<12 random hex digits>``. Unique by
+    chance; `Storage.create_run_dir` makes it certain (a taken id is never reused)."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "run"
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    return f"{slug}-{stamp}-{secrets.token_hex(2)}"
+    return f"{slug}-{stamp}-{secrets.token_hex(RUN_ID_RANDOM_BYTES)}"
 
 
 def _normalise(uri: str) -> str:
@@ -69,6 +77,8 @@ class Storage:
                 where = "storage.endpoint_url"
                 raise InputError("only s3:// storage takes an endpoint", path=where)
             options["endpoint_url"] = endpoint_url
+        if self.root.startswith(("s3://", "s3a://")):
+            options.setdefault("config_kwargs", S3_CONFIG)
         try:
             self.fs, self._base = fsspec.core.url_to_fs(self.root, **options)
         except ImportError as err:
@@ -104,6 +114,33 @@ class Storage:
         if not self.local:
             self.fs.pipe_file(path, data)  # a PUT (or multipart upload) appears whole
             return
+        tmp = f"{parent}/.tmp-{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
+        try:
+            self.fs.makedirs(parent, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as err:  # a full disk, a read-only mount: say which file
+            raise OSError(err.errno, f"cannot write {self.uri(rel)}: {err.strerror}") from err
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def create_bytes(self, rel: str, data: bytes) -> bool:
+        """Create the file `rel` with `data` only if it does not exist; False if it does. Of
+        two concurrent creators exactly one gets True, and the file appears whole: on disk a
+        hard link of a complete temporary file (fails if the name exists), on S3 a PUT with
+        `If-None-Match: *`."""
+        path = self._path(rel)
+        if not self.local:
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+            except FileExistsError:
+                return False
+            return True
+        parent = path.rsplit("/", 1)[0]
         self.fs.makedirs(parent, exist_ok=True)
         tmp = f"{parent}/.tmp-{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
         try:
@@ -111,10 +148,26 @@ class Storage:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+        return True
+
+    def create_run_dir(self, run_id: str) -> bool:
+        """Claim the directory of a new run: False when `run_id` is taken. On disk the
+        directory is made with an exclusive mkdir; an object store has no directories, so
+        there the run's first lock epoch (rldag.run_lock) is the claim."""
+        if not self.local:
+            return not self.fs.exists(self._path(run_id))
+        self.fs.makedirs(self._base, exist_ok=True)
+        try:
+            os.mkdir(self._path(run_id))
+        except FileExistsError:
+            return False
+        return True
 
     def write_table(self, rel: str, table: pa.Table) -> TableHandle:
         """Write `table` as Parquet at `rel`, atomically; return its handle."""

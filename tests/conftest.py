@@ -61,6 +61,35 @@ def scoring_pipeline(dataset: Path, **extra: object) -> dict:
     return spec
 
 
+def grpo_nodes(
+    model: str,
+    data: Path,
+    score_op: str,
+    *,
+    generate: dict | None = None,
+    train: dict | None = None,
+) -> dict:
+    """The five nodes of a GRPO pipeline: prompts -> generate -> score -> advantage -> train
+    (the weights edge from train back into generate)."""
+    return {
+        "prompts": {"kind": "source", "op": "dataset", "params": {"path": str(data)}},
+        "generate": {
+            "kind": "generate",
+            "op": "torch_engine",
+            "inputs": {"prompts": "prompts", "weights": "train"},
+            "params": {"model_path": model, **(generate or {})},
+        },
+        "score": {"kind": "score", "op": score_op, "inputs": {"rollouts": "generate"}},
+        "advantage": {"kind": "transform", "op": "grpo_advantage", "inputs": {"scored": "score"}},
+        "train": {
+            "kind": "train",
+            "op": "policy_gradient",
+            "inputs": {"batch": "advantage"},
+            "params": {"model_path": model, **(train or {})},
+        },
+    }
+
+
 @pytest.fixture
 def write_yaml(tmp_path: Path):
     """Write a dict (or raw text) as pipeline.yaml and return its path."""
@@ -101,5 +130,15 @@ def ray_local():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=6, include_dashboard=False, logging_level="WARNING")
+        ray.init(address="local", num_cpus=6, include_dashboard=False, logging_level="WARNING")
     yield ray
+
+
+@pytest.fixture(scope="session")
+def tiny_rm(tiny_task: Path) -> Path:
+    """The tiny reward model (right vs wrong sums of the addition task), built once (cached
+    under .cache/)."""
+    from operators.tiny_task.reward_model import build_tiny_reward_model
+
+    root = Path(__file__).resolve().parents[1] / ".cache"
+    return build_tiny_reward_model(root / "tiny_rm", tiny_task / "model")

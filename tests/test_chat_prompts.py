@@ -21,6 +21,7 @@ from rldag.pools import InProcessPools
 from rldag.run import Run
 from rldag.schema import MESSAGES
 from rldag.spec import load_pipeline
+from tests.conftest import grpo_nodes
 
 pytestmark = pytest.mark.slow
 ITERATIONS = 2
@@ -54,38 +55,27 @@ def pipeline(tiny_task: Path, data: Path, tmp_path: Path, **generate: object) ->
         "model": {"path": model},
         "storage": {"uri": f"file://{tmp_path}/runs"},
         "checkpoint": {"export_hf": False},
-        "nodes": {
-            "prompts": {"kind": "source", "op": "dataset", "params": {"path": str(data)}},
-            "generate": {
-                "kind": "generate",
-                "op": "torch_engine",
-                "inputs": {"prompts": "prompts", "weights": "train"},
-                "params": {"model_path": model, "n": 4, "max_new_tokens": 4, **generate},
-            },
-            "reference": {
-                "kind": "transform",
-                "op": "reference_logprobs",
-                "inputs": {"rollouts": "generate"},
-                "params": {"model_path": model},
-            },
-            "score": {
-                "kind": "score",
-                "op": "operators.rewards.arithmetic:compute_score",
-                "inputs": {"rollouts": "reference"},
-            },
-            "advantage": {
-                "kind": "transform",
-                "op": "grpo_advantage",
-                "inputs": {"scored": "score"},
-            },
-            "train": {
-                "kind": "train",
-                "op": "policy_gradient",
-                "inputs": {"batch": "advantage"},
-                "params": {"model_path": model, "lr": 1e-3, "kl_coef": 0.01},
-            },
-        },
+        "nodes": chat_nodes(model, data, generate),
     }
+
+
+def chat_nodes(model: str, data: Path, generate: dict) -> dict:
+    """GRPO with reference log-probs between generate and score (KL in the loss)."""
+    nodes = grpo_nodes(
+        model,
+        data,
+        "operators.rewards.arithmetic:compute_score",
+        generate={"n": 4, "max_new_tokens": 4, **generate},
+        train={"lr": 1e-3, "kl_coef": 0.01},
+    )
+    nodes["reference"] = {
+        "kind": "transform",
+        "op": "reference_logprobs",
+        "inputs": {"rollouts": "generate"},
+        "params": {"model_path": model},
+    }
+    nodes["score"]["inputs"] = {"rollouts": "reference"}
+    return nodes
 
 
 def _tokenizer(tiny_task: Path):

@@ -49,7 +49,7 @@ def test_code_sandbox_example_runs_and_scores_by_pass_rate(
     ]
     loaded = load_pipeline(EXAMPLE, overrides)
     graph = build_graph(loaded)
-    assert graph.nodes["execute"].pool.value == "environment"
+    assert graph.nodes["execute"].pool == "environment"
     run = Run.start(loaded, graph)
     run.run_inline(ITERATIONS)
     root = Path(run.uri)

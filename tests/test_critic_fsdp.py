@@ -3,8 +3,6 @@ gradients one worker computes on all of them, as the policy's does."""
 
 from __future__ import annotations
 
-import socket
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -13,6 +11,7 @@ import torch
 from operators.train.batch import pack
 from operators.train.critic import CriticParams, CriticTrainer
 from operators.train.value_model import HEAD_FILE
+from tests.gloo_ranks import run_ranks
 from tests.test_train_speed_paths import grpo_table
 from tests.tiny_models import random_causal_lm
 
@@ -35,25 +34,16 @@ def step(critic: CriticTrainer, table: pa.Table) -> None:
     critic._step(batch)
 
 
-def _rank(rank: int, port: int, model_dir: str, table: pa.Table, out: str) -> None:
-    import os
-
-    os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
+def _rank(rank: int, model_dir: str, table: pa.Table, out: str) -> None:
     critic = CriticTrainer(CriticParams(model_dir, **PARAMS))
     third = table.num_rows // 3
     step(critic, table.slice(0, third) if rank == 0 else table.slice(third))
     grads = {n: p.grad.full_tensor() for n, p in critic.model.named_parameters()}
     if rank == 0:
         torch.save(grads, out)
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
 
 
 def test_the_critic_under_fsdp_matches_one_worker(tmp_path):
-    import torch.multiprocessing as mp
-
     model_dir = tmp_path / "model"
     model = random_causal_lm(seed=4)
     model.save_pretrained(model_dir)
@@ -61,11 +51,8 @@ def test_the_critic_under_fsdp_matches_one_worker(tmp_path):
     head = torch.nn.Linear(model.config.hidden_size, 1)
     torch.save(head.state_dict(), model_dir / HEAD_FILE)
     table = critic_table()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     out = tmp_path / "grads.pt"
-    mp.spawn(_rank, args=(port, str(model_dir), table, str(out)), nprocs=2)
+    run_ranks(_rank, str(model_dir), table, str(out))
     one = CriticTrainer(CriticParams(str(model_dir), **PARAMS))
     step(one, table)
     two = torch.load(out)

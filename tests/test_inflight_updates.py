@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from operators.rollout import SamplingParams, TorchEngine
 from operators.rollout.engine_loop import EngineLoop
+from operators.rollout.guard import auth_headers
 from operators.rollout.server import build_app
 from operators.rollout.weight_update import record_version
 from operators.rollout.weights import save_checkpoint
@@ -25,7 +26,7 @@ MAX_NEW = 64
 def served():
     """The engine loop and a TestClient over a server running a random tiny Qwen2 (seed 0)."""
     loop = EngineLoop(TorchEngine(random_causal_lm(0)))
-    with TestClient(build_app(loop, "tiny")) as client:
+    with TestClient(build_app(loop, "tiny", token="t"), headers=auth_headers("t")) as client:
         yield loop, client
     loop.close()
 

@@ -21,6 +21,7 @@ def yaml_blocks() -> list[str]:
         "examples/async.yaml",
         "examples/dapo.yaml",
         "examples/agent_python_tool.yaml",
+        "examples/lora.yaml",
     ],
 )
 def test_the_readme_shows_the_pipeline_file_verbatim(name: str) -> None:

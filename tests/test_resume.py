@@ -1,10 +1,12 @@
 """Kill a run after a checkpoint, resume it, and get exactly the run that was never killed:
 policy versions, the data cursor and the stored tables continue without gaps or duplicates,
 and the rewards after the resume are identical — synchronous, and asynchronous with k = 2
-(killed with iterations in flight). Ends with the exported HF policy."""
+(killed with iterations in flight). While the first process lives, a second --resume is
+refused; its SIGKILL frees the run at once. Ends with the exported HF policy."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -72,22 +74,32 @@ def test_killed_run_resumes_identically(tiny_task, tmp_path, k):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+    def resume() -> subprocess.CompletedProcess:
+        args = _cli(*_overrides(tiny_task, killed_dir, extra), "--resume", run_id)
+        return subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+
     try:
         run_id = _wait_for_checkpoint(killed_dir, proc)
+        if k == 0:  # while it runs (paused, still alive), a second --resume is refused
+            os.kill(proc.pid, signal.SIGSTOP)
+            second = resume()
+            assert second.returncode == 2, second.stderr[-2000:]
+            assert f"run {run_id} is running: held by pid {proc.pid}" in second.stderr
+            assert "Traceback" not in second.stderr
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver, its Ray and its Prefect server
+        with contextlib.suppress(ProcessLookupError):  # (an assertion above says why)
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver, its Ray and its Prefect server
         proc.wait()
     run_dir = killed_dir / run_id
+    assert sorted(p.name for p in (run_dir / "lock").iterdir()) == ["00000001.json"]
     saved = json.loads((run_dir / "checkpoints" / "latest.json").read_text())["iteration"]
     assert saved < 5  # it really stopped early
 
-    resumed = subprocess.run(
-        _cli(*_overrides(tiny_task, killed_dir, extra), "--resume", run_id),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    resumed = resume()
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    # the killed driver's lock did not block the resume; the resume released its own
+    assert json.loads((run_dir / "lock" / "00000002.json").read_text())["released"]
     reference = subprocess.run(
         _cli(*_overrides(tiny_task, tmp_path / "ref", extra)),
         cwd=ROOT,

@@ -8,16 +8,19 @@ from fastapi.testclient import TestClient
 from operators.rollout import SamplingParams, TorchEngine
 from operators.rollout.client import completion_from_sglang
 from operators.rollout.engine_loop import EngineLoop
+from operators.rollout.guard import auth_headers
 from operators.rollout.server import build_app
 from operators.rollout.weights import save_checkpoint
 from tests.tiny_models import random_causal_lm
 
 
 @pytest.fixture
-def served():
-    """A TestClient over a server whose engine runs a random tiny Qwen2 (seed 0)."""
+def served(tmp_path):
+    """A TestClient (with the server's token) over a server whose engine runs a random tiny
+    Qwen2 (seed 0) and loads weights from under tmp_path."""
     loop = EngineLoop(TorchEngine(random_causal_lm(0)))
-    with TestClient(build_app(loop, "tiny")) as client:
+    app = build_app(loop, "tiny", token="t0ken", weights_root=tmp_path)
+    with TestClient(app, headers=auth_headers("t0ken")) as client:
         yield client
     loop.close()
 

@@ -18,6 +18,7 @@ from operators.generate import rollout_table
 from operators.hf import load_causal_lm
 from operators.rollout import SamplingParams, TorchEngine
 from operators.rollout.client import RolloutClient
+from operators.rollout.guard import new_token
 from operators.rollout.launch import start_local_servers
 from operators.rollout.service import RolloutService
 from operators.rollout.weight_update import InFlight
@@ -28,18 +29,21 @@ from tests.tiny_models import random_causal_lm
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
+TOKEN = new_token()
 
 
 @pytest.fixture
 def two_servers(tiny_task, tmp_path):
-    servers = start_local_servers(str(tiny_task / "model"), 2, log_dir=tmp_path / "logs")
+    servers = start_local_servers(
+        str(tiny_task / "model"), 2, token=TOKEN, weights_root=tmp_path, log_dir=tmp_path / "logs"
+    )
     yield servers
     for server in servers:
         server.stop()
 
 
 def test_server_killed_mid_request_is_detected_and_its_groups_resent(two_servers, tiny_task):
-    client = RolloutClient([s.url for s in two_servers], timeout_s=120)
+    client = RolloutClient([s.url for s in two_servers], timeout_s=120, token=TOKEN)
     victim = two_servers[0]
     prompts = [[5 + (i % 10), 12, 5 + (i // 10 % 10), 13] for i in range(48)]  # "a+b=" ids
     params = SamplingParams(n=8, max_new_tokens=48, ignore_eos=True)

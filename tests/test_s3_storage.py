@@ -167,6 +167,7 @@ def test_a_run_stored_on_s3_has_the_local_layout_and_tables(
         == [
             "iter=0",
             "iter=1",
+            "lock",  # the run's lease (rldag/run_lock.py), released at the end
             "metrics.parquet",
             "pipeline.yaml",
             "reward_curve.png",

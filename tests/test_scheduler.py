@@ -5,7 +5,7 @@ from __future__ import annotations
 from rldag.graph import build_graph
 from rldag.scheduler import Scheduler, Step, weights_version
 from rldag.spec import load_pipeline
-from tests.conftest import scoring_pipeline
+from tests.conftest import grpo_nodes, scoring_pipeline
 
 GRPO = ("prompts", "generate", "score", "advantage", "train")
 
@@ -14,31 +14,7 @@ def grpo_graph(write_yaml, dataset):
     doc = {
         "name": "g",
         "model": {"path": "m"},
-        "nodes": {
-            "prompts": {"kind": "source", "op": "dataset", "params": {"path": str(dataset)}},
-            "generate": {
-                "kind": "generate",
-                "op": "torch_engine",
-                "inputs": {"prompts": "prompts", "weights": "train"},
-                "params": {"model_path": "m"},
-            },
-            "score": {
-                "kind": "score",
-                "op": "tests.user_code:echo_score",
-                "inputs": {"rollouts": "generate"},
-            },
-            "advantage": {
-                "kind": "transform",
-                "op": "grpo_advantage",
-                "inputs": {"scored": "score"},
-            },
-            "train": {
-                "kind": "train",
-                "op": "policy_gradient",
-                "inputs": {"batch": "advantage"},
-                "params": {"model_path": "m"},
-            },
-        },
+        "nodes": grpo_nodes("m", dataset, "tests.user_code:echo_score"),
     }
     return build_graph(load_pipeline(write_yaml(doc)))
 

@@ -33,7 +33,7 @@ def test_pool_defaults_by_kind(write_yaml, dataset):
     nodes = load_pipeline(write_yaml(doc)).spec.nodes
     assert nodes["gen"].resolved_pool is PoolName.rollout
     assert nodes["fit"].resolved_pool is PoolName.training
-    assert nodes["box"].resolved_pool is PoolName.driver
+    assert nodes["box"].resolved_pool == PoolName.driver
 
 
 def test_unknown_key_names_its_path(write_yaml, dataset):

@@ -186,14 +186,9 @@ def test_proximal_and_reference_logprobs_match(model_dir):
     np.testing.assert_allclose(ref[True][0], expected.numpy(), atol=1e-5)
 
 
-def _fsdp_rank(rank: int, port: int, model_dir: str, table: pa.Table, out: str) -> None:
+def _fsdp_rank(rank: int, model_dir: str, table: pa.Table, out: str) -> None:
     """One of 2 FSDP2 ranks: a step on its part of the rows (rank 0: a third, so it runs
     fewer micro-batches and pads with fillers); rank 0 saves the gradients."""
-    import os
-
-    os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
     trainer = PolicyGradientTrainer(PolicyGradientParams(model_dir, **FSDP_PARAMS))
     third = table.num_rows // 3
     rows = table.slice(0, third) if rank == 0 else table.slice(third)
@@ -203,8 +198,6 @@ def _fsdp_rank(rank: int, port: int, model_dir: str, table: pa.Table, out: str) 
     grads = {n: p.grad.full_tensor() for n, p in trainer.model.named_parameters()}
     if rank == 0:
         torch.save(grads, out)
-    torch.distributed.barrier()  # no rank tears gloo down while the other still talks
-    torch.distributed.destroy_process_group()
 
 
 FSDP_PARAMS = {"grad_clip": 1e9, "micro_batch_tokens": 40, "loss_agg_mode": "seq-mean-token-sum"}
@@ -212,16 +205,11 @@ FSDP_PARAMS = {"grad_clip": 1e9, "micro_batch_tokens": 40, "loss_agg_mode": "seq
 
 @pytest.mark.slow
 def test_shared_prefix_under_fsdp_matches_one_worker(model_dir, tmp_path):
-    import socket
-
-    import torch.multiprocessing as mp
+    from tests.gloo_ranks import run_ranks
 
     table = grpo_table(groups=10, seed=3)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     out = tmp_path / "fsdp.pt"
-    mp.spawn(_fsdp_rank, args=(port, str(model_dir), table, str(out)), nprocs=2)
+    run_ranks(_fsdp_rank, str(model_dir), table, str(out))
     one = PolicyGradientTrainer(PolicyGradientParams(str(model_dir), **FSDP_PARAMS))
     one._step(pack(table, one.pad_id))
     two = torch.load(out)

@@ -46,7 +46,7 @@ def test_reference_kl_and_decoupled_ppo(tiny_task, tmp_path):
         ],
     )
     graph = build_graph(loaded)
-    assert graph.nodes["ref"].pool.value == "training"  # the operator's pool
+    assert graph.nodes["ref"].pool == "training"  # the operator's pool
     run = Run.start(loaded, graph)
     run.run_inline(2)
     it0 = pq.read_table(Path(run.uri) / "iter=0" / "klr.parquet")

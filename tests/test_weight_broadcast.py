@@ -5,6 +5,8 @@ group that it leaves alone; and the bucket plan groups, bounds and de-duplicates
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -65,7 +67,8 @@ def _member(rank: int, port_file: str, out: str) -> None:
     from rldag.weight_broadcast import WeightGroup
 
     torch.set_num_threads(1)
-    before = set(os.listdir("/dev/shm"))
+    os.environ["RLDAG_SHARED_DIR"] = shm = f"{out}.shm"  # this test's own tmpfs directory
+    before = set(os.listdir(shm))
     # The trainer's own default group (world of one here) exists before the weight groups.
     dist.init_process_group(
         "gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=timedelta(seconds=60)
@@ -105,7 +108,7 @@ def _member(rank: int, port_file: str, out: str) -> None:
     got["default_group"] = (dist.get_world_size(), float(total.item()))
     for group in groups.values():
         group.close()
-    got["left_files"] = sorted(set(os.listdir("/dev/shm")) - before)
+    got["left_files"] = sorted(set(os.listdir(shm)) - before)
     dist.destroy_process_group()
     torch.save(got, f"{out}.{rank}")
 
@@ -113,6 +116,8 @@ def _member(rank: int, port_file: str, out: str) -> None:
 @pytest.fixture(scope="module")
 def received(tmp_path_factory) -> list[dict]:
     tmp = tmp_path_factory.mktemp("broadcast")
+    shm = Path(tempfile.mkdtemp(prefix="rldag-test-", dir="/dev/shm"))
+    (tmp / "got.shm").symlink_to(shm)  # the members' shared directory, on tmpfs
     ctx = mp.get_context("spawn")
     procs = [
         ctx.Process(target=_member, args=(r, str(tmp / "port"), str(tmp / "got")))
@@ -122,6 +127,7 @@ def received(tmp_path_factory) -> list[dict]:
         p.start()
     for p in procs:
         p.join(timeout=240)
+    shutil.rmtree(shm)
     assert [p.exitcode for p in procs] == [0] * len(procs)
     return [torch.load(tmp / f"got.{r}") for r in range(RECEIVERS + 1)]
 

@@ -22,13 +22,20 @@ class TemplateError(RunError):
     """The chat template does not extend the previous turn's tokens."""
 
 
+def first_difference(before: list[int], after: list[int]) -> int | None:
+    """Where ``after`` stops extending ``before`` (None when it extends it)."""
+    if after[: len(before)] == before:
+        return None
+    return next(
+        (k for k, (a, b) in enumerate(zip(before, after, strict=False)) if a != b),
+        min(len(before), len(after)),
+    )
+
+
 def _extension(before: list[int], after: list[int], what: str) -> list[int]:
     """The ids ``after`` adds to ``before``; TemplateError when it is not an extension."""
-    if after[: len(before)] != before:
-        same = next(
-            (k for k, (a, b) in enumerate(zip(before, after, strict=False)) if a != b),
-            min(len(before), len(after)),
-        )
+    same = first_difference(before, after)
+    if same is not None:
         raise TemplateError(
             f"the chat template is not prefix-preserving: rendering the conversation with "
             f"{what} changes its earlier tokens from position {same} of {len(before)} on "

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.agent.environment import Message
+from operators.agent.render import first_difference
 from operators.prompts import render_chat
 from rldag.errors import InputError
 
@@ -99,11 +100,8 @@ def check_chat_template(
                 f"{type(err).__name__}: {err}",
                 path=key,
             ) from None
-        if previous is not None and ids[: len(previous)] != previous:
-            at = next(
-                (i for i, (a, b) in enumerate(zip(previous, ids, strict=False)) if a != b),
-                min(len(previous), len(ids)),
-            )
+        at = None if previous is None else first_difference(previous, ids)
+        if at is not None:
             raise InputError(
                 f"the chat template is not prefix-preserving: rendering turn {k} "
                 f"({messages[k - 1]['role']}) changes the tokens of turns 1-{k - 1} from token "

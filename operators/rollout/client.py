@@ -4,7 +4,8 @@ Each prompt group (one prompt, ``n`` samples) is one ``/generate`` request, so a
 stays on one server (its prefix is prefilled once there). A request goes to the live server
 with the fewest outstanding requests. When a server fails mid-request (connection refused or
 reset, no response, a 5xx), the client checks its ``/health``; a server that does not answer is
-marked dead and never picked again, and the group is re-sent to another server. Every group is
+marked dead and never picked again, and the group is re-sent to another server. Every request
+carries the run's bearer token (``token``). Every group is
 tried at most ``max_attempts`` times; when no live server is left the call raises.
 
 A weight update either lets the requests in flight finish first, aborts them, or retracts them
@@ -23,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from operators.rollout.guard import auth_headers
 from operators.rollout.sampling import Completion, SamplingParams
 from operators.rollout.weight_update import InFlight, PauseMode
 
@@ -95,6 +97,7 @@ class RolloutClient:
         timeout_s: float = 600.0,
         max_inflight: int = 64,
         max_attempts: int | None = None,
+        token: str = "",
     ) -> None:
         if not urls:
             raise ValueError("RolloutClient needs at least one server URL")
@@ -104,7 +107,8 @@ class RolloutClient:
         self.max_attempts = max_attempts or 2 * len(urls)
         self._lock = threading.Lock()
         limits = httpx.Limits(max_connections=max_inflight, max_keepalive_connections=max_inflight)
-        self._http = httpx.Client(timeout=timeout_s, limits=limits)
+        headers = auth_headers(token) if token else {}
+        self._http = httpx.Client(timeout=timeout_s, limits=limits, headers=headers)
 
     @property
     def alive(self) -> list[str]:

@@ -2,10 +2,11 @@
 
 ``start_local_servers`` runs ``python -m operators.rollout.server`` N times on 127.0.0.1 (each
 picks a free port and reports it through a file), waits until every ``/health`` answers, and
-returns handles that stop (or kill) them. ``start_sglang_servers`` does the same with
-``python -m sglang.launch_server`` (needs the ``gpu`` extra and CUDA; one GPU per server via
-``--base-gpu-id``). Waits are bounded; a server that exits or stays unhealthy raises with the
-tail of its log.
+returns handles that stop (or kill) them. Each server gets the run's bearer token through its
+environment (not its command line) and loads weights only from ``weights_root``.
+``start_sglang_servers`` does the same with ``python -m sglang.launch_server`` (needs the
+``gpu`` extra and CUDA; one GPU per server via ``--base-gpu-id``). Waits are bounded; a server
+that exits or stays unhealthy raises with the tail of its log.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from operators.rollout.guard import TOKEN_ENV, auth_headers
 
 __all__ = ["ServerProcess", "start_local_servers", "start_sglang_servers", "wait_healthy"]
 
@@ -55,8 +58,9 @@ class ServerProcess:
             return ""
 
 
-def wait_healthy(server: ServerProcess, timeout_s: float) -> None:
+def wait_healthy(server: ServerProcess, timeout_s: float, token: str = "") -> None:
     """Poll ``/health`` until it answers 200; raise if the process dies or time runs out."""
+    headers = auth_headers(token) if token else {}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
@@ -65,7 +69,8 @@ def wait_healthy(server: ServerProcess, timeout_s: float) -> None:
                 f"{server.log_tail()}"
             )
         try:
-            if httpx.get(f"{server.url}/health", timeout=2.0).status_code == 200:
+            answer = httpx.get(f"{server.url}/health", timeout=2.0, headers=headers)
+            if answer.status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -85,23 +90,28 @@ def start_local_servers(
     model_path: str,
     count: int,
     *,
+    token: str,
+    weights_root: str | Path,
     max_batch_size: int = 256,
     threads: int = 1,
     host: str = "127.0.0.1",
     timeout_s: float = 180.0,
     log_dir: str | Path | None = None,
 ) -> list[ServerProcess]:
-    """Start ``count`` rldag rollout servers for ``model_path``; all healthy on return."""
+    """Start ``count`` rldag rollout servers for ``model_path`` behind ``token``; all healthy
+    on return."""
     logs = Path(log_dir or tempfile.mkdtemp(prefix="rldag-rollout-"))
     logs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    env[TOKEN_ENV] = token
     started: list[tuple[subprocess.Popen, Path, Path]] = []
     for i in range(count):
         port_file = logs / f"server-{i}.port"
         port_file.unlink(missing_ok=True)
         cmd = [
             sys.executable, "-m", "operators.rollout.server", "--model-path", str(model_path),
-            "--host", host, "--port", "0", "--port-file", str(port_file),
+            "--weights-root", str(weights_root), "--host", host, "--port", "0",
+            "--port-file", str(port_file),
             "--max-batch-size", str(max_batch_size), "--threads", str(threads),
             "--parent-pid", str(os.getpid()),
         ]  # fmt: skip
@@ -118,7 +128,7 @@ def start_local_servers(
                 time.sleep(0.1)
             server = ServerProcess(process, f"http://{host}:{port_file.read_text()}", log_path)
             servers.append(server)
-            wait_healthy(server, max(deadline - time.monotonic(), 1.0))
+            wait_healthy(server, max(deadline - time.monotonic(), 1.0), token)
     except BaseException:
         for process, _, _ in started:
             if process.poll() is None:
@@ -138,6 +148,7 @@ def start_sglang_servers(
     model_path: str,
     count: int,
     *,
+    token: str,
     host: str = "127.0.0.1",
     gpus_per_server: int = 1,
     extra_args: tuple[str, ...] = (),
@@ -145,7 +156,9 @@ def start_sglang_servers(
     log_dir: str | Path | None = None,
 ) -> list[ServerProcess]:
     """Launch ``count`` real SGLang servers (``python -m sglang.launch_server``), one per GPU
-    group. Not run in this repository's tests: SGLang needs CUDA and the ``gpu`` extra."""
+    group, each behind ``token`` (SGLang's ``--api-key``; it takes it only on its command
+    line, and cannot restrict weight paths). Not run in this repository's tests: SGLang needs
+    CUDA and the ``gpu`` extra."""
     import importlib.util
 
     if importlib.util.find_spec("sglang") is None:
@@ -158,7 +171,7 @@ def start_sglang_servers(
         cmd = [
             sys.executable, "-m", "sglang.launch_server", "--model-path", str(model_path),
             "--host", host, "--port", str(port), "--tp-size", str(gpus_per_server),
-            "--base-gpu-id", str(i * gpus_per_server), *extra_args,
+            "--base-gpu-id", str(i * gpus_per_server), "--api-key", token, *extra_args,
         ]  # fmt: skip
         log_path = logs / f"sglang-{i}.log"
         servers.append(
@@ -168,7 +181,7 @@ def start_sglang_servers(
         )
     try:
         for server in servers:
-            wait_healthy(server, timeout_s)
+            wait_healthy(server, timeout_s, token)
     except BaseException:
         for server in servers:
             server.kill()

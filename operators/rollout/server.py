@@ -23,13 +23,19 @@ Endpoints and shapes follow SGLang's ``http_server.py`` / ``io_struct.py``:
   ``GET /get_weight_version``, ``POST /pause_generation`` (``{"mode"}``),
   ``POST /continue_generation``.
 
-Run one: ``python -m operators.rollout.server --model-path DIR --port 0 --port-file F``.
+Every endpoint but ``/health`` and ``/health_generate`` needs ``Authorization: Bearer
+<token>`` (401 otherwise), bodies are capped (413), and ``/update_weights_from_disk`` loads only
+directories under ``--weights-root`` (403 otherwise): ``operators.rollout.guard``.
+
+Run one: ``RLDAG_ROLLOUT_TOKEN=... python -m operators.rollout.server --model-path DIR
+--weights-root DIR --port 0 --port-file F`` (binds 127.0.0.1 unless ``--host`` says otherwise).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import time
 import uuid
@@ -40,6 +46,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from operators.rollout.engine_loop import EngineLoop, GenerateItem
+from operators.rollout.guard import MAX_BODY_BYTES, TOKEN_ENV, ServerGuard, inside
 from operators.rollout.rng import random_seed
 from operators.rollout.sampling import Completion, SamplingParams
 from operators.rollout.weight_update import InFlight, PauseMode
@@ -54,10 +61,10 @@ def _error(message: str, status: int = 400) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
-def _update_failed(message: str) -> JSONResponse:
+def _update_failed(message: str, status: int = 400) -> JSONResponse:
     """SGLang's answer to a weight update that did not happen."""
     body = {"success": False, "message": message, "num_paused_requests": 0}
-    return JSONResponse(body, status_code=400)
+    return JSONResponse(body, status_code=status)
 
 
 def parse_sampling_params(raw: dict[str, Any] | None) -> SamplingParams:
@@ -113,9 +120,19 @@ def _output(
     return {"text": c.text or "", "output_ids": c.token_ids, "meta_info": meta}
 
 
-def build_app(loop: EngineLoop, model_path: str) -> FastAPI:
-    """The FastAPI app serving ``loop`` (whose engine came from ``model_path``)."""
+def build_app(
+    loop: EngineLoop,
+    model_path: str,
+    *,
+    token: str,
+    weights_root: str | Path | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
+    """The FastAPI app serving ``loop`` (whose engine came from ``model_path``), behind the
+    bearer ``token``; weight updates load only directories under ``weights_root`` (None:
+    any, for an app embedded in a process that does not listen on a port)."""
     app = FastAPI(title="rldag rollout server")
+    app.add_middleware(ServerGuard, token=token, max_body_bytes=max_body_bytes)
     tokenizer = loop.engine.tokenizer
     loop.model_path = model_path
 
@@ -183,7 +200,11 @@ def build_app(loop: EngineLoop, model_path: str) -> FastAPI:
     async def update_weights(request: Request):
         body = await request.json()
         path = body.get("model_path")
-        if not path or not Path(path).is_dir():
+        if not path or not isinstance(path, str):
+            return _update_failed(f"no model directory at {path!r}")
+        if weights_root is not None and not inside(path, weights_root):
+            return _update_failed(f"{path!r} is outside the weights directory", status=403)
+        if not Path(path).is_dir():
             return _update_failed(f"no model directory at {path!r}")
         version = body.get("weight_version")
         abort = bool(body.get("abort_all_requests"))
@@ -230,7 +251,6 @@ def build_app(loop: EngineLoop, model_path: str) -> FastAPI:
 def _exit_with_parent(pid: int) -> None:
     """Exit this process (from a daemon thread) once process ``pid`` no longer exists, so a
     crashed owner leaves no orphaned server behind."""
-    import os
     import threading
 
     def watch() -> None:
@@ -250,6 +270,8 @@ def main(argv: list[str] | None = None) -> None:
     """Start a server; with ``--port 0`` the OS picks a free port (written to ``--port-file``)."""
     parser = argparse.ArgumentParser(description="rldag rollout server (SGLang protocol subset)")
     parser.add_argument("--model-path", required=True)
+    parser.add_argument("--weights-root", required=True, help="weight updates load only below")
+    parser.add_argument("--max-body-mb", type=float, default=MAX_BODY_BYTES / 2**20)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file", default=None, help="write the bound port here when ready")
@@ -259,6 +281,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--parent-pid", type=int, default=0, help="exit when this pid is gone")
     args = parser.parse_args(argv)
+    token = os.environ.get(TOKEN_ENV, "")
+    if not token:
+        parser.error(f"set {TOKEN_ENV} to the bearer token clients will send")
     if args.parent_pid:
         _exit_with_parent(args.parent_pid)
 
@@ -272,7 +297,10 @@ def main(argv: list[str] | None = None) -> None:
         args.model_path, device=args.device, max_batch_size=args.max_batch_size
     )
     loop = EngineLoop(engine, weight_version=args.weight_version)
-    app = build_app(loop, args.model_path)
+    max_body = int(args.max_body_mb * 2**20)
+    app = build_app(
+        loop, args.model_path, token=token, weights_root=args.weights_root, max_body_bytes=max_body
+    )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))

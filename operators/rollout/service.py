@@ -2,17 +2,21 @@
 
 ``RolloutService`` starts the servers (``engine: server`` -> rldag rollout servers on this
 machine, ``engine: sglang`` -> ``sglang.launch_server``) or connects to running ones
-(``server_urls``), sends prompt groups through a ``RolloutClient`` and pushes new policy
-versions: the trainer's weights are written once as an HF checkpoint directory, then every
-server loads it through ``/update_weights_from_disk`` with ``weight_version`` set, so each
-generated row reports the version that actually produced it. A push can let the requests in
-flight finish first (the default), abort them, or retract them (``InFlight``): then each
-interrupted response is continued by the new weights and reports both versions. A checkpoint
-directory path can be pushed as is (a trainer that already wrote one saves the copy).
+(``server_urls``, whose token is read from ``RLDAG_ROLLOUT_TOKEN``), sends prompt groups
+through a ``RolloutClient`` and pushes new policy versions: the trainer's weights are written
+once as an HF checkpoint directory under ``weights_dir``, then every server loads it through
+``/update_weights_from_disk`` with ``weight_version`` set, so each generated row reports the
+version that actually produced it. A push can let the requests in flight finish first (the
+default), abort them, or retract them (``InFlight``): then each interrupted response is
+continued by the new weights and reports both versions. A checkpoint directory under
+``weights_dir`` is pushed as is (a trainer that already wrote one saves the copy); one
+elsewhere is hard-linked into it first (servers load nothing outside it). The servers this
+service starts get a bearer token made for them and accept no other request.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -22,6 +26,7 @@ from typing import Any
 import torch
 
 from operators.rollout.client import RolloutClient
+from operators.rollout.guard import TOKEN_ENV, inside, new_token
 from operators.rollout.launch import ServerProcess, start_local_servers, start_sglang_servers
 from operators.rollout.sampling import Completion, SamplingParams
 from operators.rollout.weight_update import InFlight
@@ -48,22 +53,30 @@ class RolloutService:
     ) -> None:
         self.model_path = model_path
         self.processes: list[ServerProcess] = []
-        if server_urls:
-            urls = list(server_urls)
-        elif engine == "server":
-            self.processes = start_local_servers(
-                model_path, servers, max_batch_size=max_batch_size, threads=threads
-            )
-            urls = [p.url for p in self.processes]
-        elif engine == "sglang":
-            self.processes = start_sglang_servers(model_path, servers, extra_args=sglang_args)
-            urls = [p.url for p in self.processes]
-        else:
-            raise ValueError(f"engine must be server or sglang here, got {engine!r}")
-        self.client = RolloutClient(urls, timeout_s=timeout_s)
         self._own_dir = not weights_dir
         self.weights_dir = Path(weights_dir or tempfile.mkdtemp(prefix="rldag-weights-"))
         self.weights_dir.mkdir(parents=True, exist_ok=True)
+        token = new_token()  # this service's servers accept no other
+        if server_urls:
+            urls, token = list(server_urls), os.environ.get(TOKEN_ENV, "")
+        elif engine == "server":
+            self.processes = start_local_servers(
+                model_path,
+                servers,
+                token=token,
+                weights_root=self.weights_dir,
+                max_batch_size=max_batch_size,
+                threads=threads,
+            )
+            urls = [p.url for p in self.processes]
+        elif engine == "sglang":
+            self.processes = start_sglang_servers(
+                model_path, servers, token=token, extra_args=sglang_args
+            )
+            urls = [p.url for p in self.processes]
+        else:
+            raise ValueError(f"engine must be server or sglang here, got {engine!r}")
+        self.client = RolloutClient(urls, timeout_s=timeout_s, token=token)
         self.checkpoint: Path | None = None  # the directory the servers loaded last
         self.last_push_s = 0.0
 
@@ -84,8 +97,11 @@ class RolloutService:
 
         ``in_flight`` says what happens to the requests the servers are generating now."""
         start = time.perf_counter()
-        if isinstance(weights, (str, Path)):
+        if isinstance(weights, (str, Path)) and inside(weights, self.weights_dir):
             path = Path(weights)
+        elif isinstance(weights, (str, Path)):  # servers load only from the weights directory
+            path = self.weights_dir / f"policy-v{version}"
+            shutil.copytree(weights, path, copy_function=_link_or_copy, dirs_exist_ok=True)
         else:
             target = self.weights_dir / f"policy-v{version}"
             path = save_checkpoint(weights, target, like=self.model_path)
@@ -108,3 +124,11 @@ class RolloutService:
         self.processes = []
         if self._own_dir:
             shutil.rmtree(self.weights_dir, ignore_errors=True)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """A hard link where the file system allows one (no bytes copied), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)

@@ -17,6 +17,7 @@ import torch
 from transformers import AutoTokenizer
 
 from operators.hf import load_causal_lm
+from operators.lora_weights import is_adapter, merge_into, pairs
 from operators.rollout.batcher import ContinuousBatcher
 from operators.rollout.decoder import make_decoder
 from operators.rollout.rng import random_seed
@@ -55,6 +56,7 @@ class TorchEngine:
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
+        self.lora_base: dict[str, torch.Tensor] = {}  # base weights of LoRA-adapted layers
         self.batcher = ContinuousBatcher(
             make_decoder(self.model, decoder), max_batch_size=max_batch_size, tokenizer=tokenizer
         )
@@ -102,9 +104,20 @@ class TorchEngine:
     def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Copy weights in place (any device/dtype); a subset of the keys updates only those.
 
-        Keys may carry a ``module.`` (DDP) or ``_orig_mod.`` (torch.compile) prefix.
+        Keys may carry a ``module.`` (DDP) or ``_orig_mod.`` (torch.compile) prefix. A LoRA
+        payload (operators.lora_weights) is merged: each adapted layer serves its base
+        weight (kept from the first adapter load) plus the adapter's update.
         """
         own = self.model.state_dict()
+        if is_adapter(state_dict):
+            for key, a, b in pairs(state_dict):
+                if key not in own:
+                    raise KeyError(f"LoRA adapter for a layer the model lacks: {key!r}")
+                if key not in self.lora_base:
+                    self.lora_base[key] = own[key].clone()
+                base = self.lora_base[key]
+                merge_into(own[key], base, a, b)
+            return
         for name, tensor in state_dict.items():
             key = name
             while key not in own and key.startswith(_STATE_PREFIXES):
@@ -117,6 +130,7 @@ class TorchEngine:
                     f"{tuple(own[key].shape)}"
                 )
             own[key].copy_(tensor)
+            self.lora_base.pop(key, None)  # full weights replace the base
 
     def stop_ids(self, params: SamplingParams) -> list[int]:
         """Token ids that end a sequence under ``params``: eos (unless ignored) and stop ids."""

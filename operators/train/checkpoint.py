@@ -17,7 +17,13 @@ import fsspec
 import numpy as np
 import torch
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_state_dict,
+    set_state_dict,
+)
+
+from operators.lora_weights import is_adapter_key
 
 
 @contextmanager
@@ -44,15 +50,28 @@ def _reader(path: str) -> dcp.StorageReader:
     return dcp.FileSystemReader(path)
 
 
+def _state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, adapters_only: bool
+) -> tuple[dict, dict]:
+    """Model and optimizer state dicts (sharded); `adapters_only`: the model's LoRA tensors
+    (the frozen base is the model directory's)."""
+    options = StateDictOptions(ignore_frozen_params=adapters_only)
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
+    if adapters_only:  # tied weights of frozen layers slip through ignore_frozen_params
+        model_sd = {k: v for k, v in model_sd.items() if is_adapter_key(k)}
+    return model_sd, optim_sd
+
+
 def save(
     path: str,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     policy_version: int,
     rank: int,
+    adapters_only: bool = False,
 ) -> None:
     """Write model and optimizer state (sharded) and this rank's RNG and version."""
-    model_sd, optim_sd = get_state_dict(model, optimizer)
+    model_sd, optim_sd = _state(model, optimizer, adapters_only)
     with _single_process_ok():
         dcp.save({"model": model_sd, "optim": optim_sd}, storage_writer=_writer(path))
     extra = {"torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state()}
@@ -65,14 +84,24 @@ def save(
             json.dump({"policy_version": policy_version}, f)
 
 
-def load(path: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, rank: int) -> int:
+def load(
+    path: str,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    rank: int,
+    adapters_only: bool = False,
+) -> int:
     """Restore what `save` wrote; returns the policy version."""
-    model_sd, optim_sd = get_state_dict(model, optimizer)
+    model_sd, optim_sd = _state(model, optimizer, adapters_only)
     state = {"model": model_sd, "optim": optim_sd}
     with _single_process_ok():
         dcp.load(state, storage_reader=_reader(path))
     set_state_dict(
-        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
+        model,
+        optimizer,
+        model_state_dict=state["model"],
+        optim_state_dict=state["optim"],
+        options=StateDictOptions(strict=not adapters_only),
     )
     with fsspec.open(f"{path}/rng-rank{rank}.pt", "rb") as f:
         extra = torch.load(io.BytesIO(f.read()), weights_only=False)

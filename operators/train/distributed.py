@@ -61,12 +61,15 @@ def full_state_dict(model: torch.nn.Module, distributed: bool) -> dict[str, torc
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
 
 
-def load_full_state_dict(model: torch.nn.Module, weights: dict, distributed: bool) -> None:
-    """Load unsharded weights into a (possibly sharded) model."""
+def load_full_state_dict(
+    model: torch.nn.Module, weights: dict, distributed: bool, strict: bool = True
+) -> None:
+    """Load unsharded weights into a (possibly sharded) model (`strict=False`: some keys)."""
     if not distributed:
-        model.load_state_dict(weights)
+        model.load_state_dict(weights, strict=strict)
         return
-    set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True))
+    options = StateDictOptions(full_state_dict=True, strict=strict)
+    set_model_state_dict(model, weights, options=options)
 
 
 def as_float(value: torch.Tensor) -> float:

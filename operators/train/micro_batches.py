@@ -81,7 +81,12 @@ def plan_micro_batches(
     plens, rlens = batch.prompt_lens.cpu().numpy(), batch.response_lens.cpu().numpy()
     lens = (plens, rlens, batch.group.cpu().numpy())
     keys = (plens, rlens) if shared else (rlens, plens + rlens)  # lexsort: last key first
-    order = np.lexsort(keys)
+    bins, total = _plan(np.lexsort(keys), lens, shared, max_tokens, max_rows)
+    return [torch.from_numpy(b.astype(np.int64)) for b in bins], total
+
+
+def _plan(order: np.ndarray, lens: tuple, shared: bool, max_tokens: int, max_rows: int):
+    """Bins of rows (cut greedily under the caps, then split where it pays) and their cost."""
     bins = _capped(order, lens, shared, max_tokens, max_rows)
     while True:
         costs = [int(_prefix_costs(b, lens, shared)[-1]) for b in bins]
@@ -91,4 +96,13 @@ def plan_micro_batches(
         if not bins or cuts[n][1] < MIN_SAVING * total:
             break
         bins[n : n + 1] = [bins[n][: cuts[n][0]], bins[n][cuts[n][0] :]]
-    return [torch.from_numpy(b.astype(np.int64)) for b in bins], total
+    return bins, total
+
+
+def plan_sequences(lengths: np.ndarray, max_tokens: int, max_rows: int = 0) -> list[np.ndarray]:
+    """Micro-batches of whole sequences of these lengths (forward only: a reward model), by
+    the same plan: ordered by length, at most `max_tokens` padded tokens and `max_rows` rows
+    each (0: no limit), split where a cut saves MIN_SAVING of the padded tokens."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    lens = (lengths, np.zeros_like(lengths), np.arange(len(lengths)))
+    return _plan(np.argsort(lengths, kind="stable"), lens, False, max_tokens, max_rows)[0]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -29,11 +30,12 @@ from operators.algorithms.importance import ISConfig, ISLevel, ISMode, importanc
 from operators.algorithms.kl import KL_ESTIMATORS
 from operators.algorithms.policy_losses import POLICY_LOSSES, PolicyLossConfig
 from operators.hf import load_causal_lm
-from operators.train import checkpoint
 from operators.train import distributed as dist_utils
+from operators.train import lora as lora_utils
 from operators.train.batch import PackedBatch, pack
 from operators.train.loss import entropy_from_logits, masked_mean, token_logprobs
 from operators.train.micro_batches import plan_micro_batches
+from operators.train.policy_state import PolicyState
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
 from rldag.errors import SpecError
 from rldag.operator import NodeContext, OperatorDef, Port
@@ -93,8 +95,11 @@ class PolicyGradientParams:
     critic_warmup: int = 0  # with a critic: the policy waits for the first N iterations
     precision: Precision = Precision.auto  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16
     device: str = "cpu"
+    lora: lora_utils.LoraParams | None = None  # train low-rank adapters only (peft)
 
     def __post_init__(self) -> None:
+        if self.lora is not None:
+            lora_utils.check_lora(self.lora)
         POLICY_LOSSES.check("policy_loss", self.policy_loss)
         LOSS_AGGREGATIONS.check("loss_agg_mode", self.loss_agg_mode)
         KL_ESTIMATORS.check("kl_estimator", self.kl_estimator)
@@ -129,14 +134,19 @@ def correction(params: PolicyGradientParams) -> ISConfig | None:
     return None
 
 
-class PolicyGradientTrainer:
+class PolicyGradientTrainer(PolicyState):
     """Holds the policy, optional frozen reference and the optimizer for the whole run."""
 
     def __init__(self, params: PolicyGradientParams) -> None:
-        self._setup(params, lambda: load_causal_lm(params.model_path, device=params.device))
-        self.ref = (
+        def build() -> torch.nn.Module:
+            model = load_causal_lm(params.model_path, device=params.device)
+            return model if params.lora is None else lora_utils.apply_lora(model, params.lora)
+
+        self._setup(params, build)
+        self.lora = params.lora
+        self.ref = (  # with LoRA the reference is the base model: the policy, adapters off
             load_causal_lm(params.model_path, device=params.device).eval()
-            if params.kl_coef
+            if params.kl_coef and params.lora is None
             else None
         )
         self.policy_loss = POLICY_LOSSES.get(params.policy_loss)
@@ -150,6 +160,7 @@ class PolicyGradientTrainer:
         """What every trainer holds: the process group, the (sharded) model being trained,
         AdamW, the precision and the micro-batching mode."""
         self.p = params
+        self.lora: lora_utils.LoraParams | None = None
         self.distributed = dist_utils.init_process_group(params.device)
         self.rank, self.world_size = dist_utils.world()
         self.model = build()
@@ -157,7 +168,9 @@ class PolicyGradientTrainer:
         if self.distributed:
             dist_utils.shard(self.model)
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=params.lr, weight_decay=params.weight_decay
+            [p for p in self.model.parameters() if p.requires_grad],
+            lr=params.lr,
+            weight_decay=params.weight_decay,
         )
         self.policy_version = 0
         self.pad_id = self.model.config.pad_token_id or 0
@@ -170,28 +183,6 @@ class PolicyGradientTrainer:
         self.aggregation = LOSS_AGGREGATIONS.get(params.loss_agg_mode)
         self.correction: ISConfig | None = None
 
-    def export_weights(self) -> dict[str, torch.Tensor]:
-        """The full policy weights (references on one worker; gathered on every rank of a
-        sharded group, so all ranks must call it)."""
-        return dist_utils.full_state_dict(self.model, self.distributed)
-
-    def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
-        dist_utils.load_full_state_dict(self.model, weights, self.distributed)
-        self.policy_version = version
-
-    def save_checkpoint(self, path: str) -> None:
-        """Sharded model + optimizer state, policy version and RNG (every rank calls it)."""
-        checkpoint.save(path, self.model, self.optimizer, self.policy_version, self.rank)
-
-    def load_checkpoint(self, path: str) -> None:
-        self.policy_version = checkpoint.load(path, self.model, self.optimizer, self.rank)
-
-    def export_hf(self, path: str) -> None:
-        """The policy as a Hugging Face directory (weights gathered; rank 0 writes)."""
-        weights = self.export_weights()
-        if self.rank == 0:
-            checkpoint.export_hf(path, self.model, weights, self.p.model_path)
-
     def _forward(self, mb: PackedBatch, shared: bool) -> torch.Tensor:
         """Response logits, under bf16 autocast when asked."""
         with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=self.bf16):
@@ -200,10 +191,11 @@ class PolicyGradientTrainer:
     def _ref_logprobs(self, mb: PackedBatch, shared: bool) -> torch.Tensor | None:
         if mb.ref_logprobs is not None:
             return mb.ref_logprobs
-        if self.ref is None:
+        if self.ref is None and self.lora is None:
             return None
-        with torch.no_grad():
-            logits = response_logits(self.ref, mb, self.pad_id, shared)
+        base = self.model.disable_adapter() if self.ref is None else nullcontext()
+        with torch.no_grad(), base:
+            logits = response_logits(self.ref or self.model, mb, self.pad_id, shared)
         return token_logprobs(logits, mb.response_ids, self.p.temperature)
 
     def _micro_loss(self, mb: PackedBatch, scale: float, shared: bool) -> dict[str, float]:

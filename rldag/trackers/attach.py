@@ -13,9 +13,10 @@ import yaml
 from rldag.events import Event, IterationFinished, NodeFinished, RunEnded, RunStarted, add_listener
 from rldag.report import reward_curve_png, sample_rollouts
 from rldag.run import Run
-from rldag.spec import NodeKind, TrackerName, TrackingSpec
+from rldag.spec import NodeKind
 from rldag.trackers.base import RunInfo, Tracker
 from rldag.trackers.fanout import TrackerSet
+from rldag.tracking_spec import TrackerName, TrackingSpec
 
 
 def _mlflow(spec: TrackingSpec) -> Tracker:

@@ -10,8 +10,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rldag.spec import MlflowSpec
 from rldag.trackers.base import RunInfo, flatten, numeric, rollout_table
+from rldag.tracking_spec import MlflowSpec
 
 MAX_PARAMS_PER_CALL = 100  # MLflow's log_batch limit
 MAX_METRICS_PER_CALL = 1000

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rldag.report import rollouts_markdown
-from rldag.spec import TensorboardSpec
 from rldag.trackers.base import RunInfo, numeric
+from rldag.tracking_spec import TensorboardSpec
 
 
 class TensorboardTracker:

@@ -8,8 +8,8 @@ import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rldag.spec import WandbSpec
 from rldag.trackers.base import RunInfo, numeric, rollout_table
+from rldag.tracking_spec import WandbSpec
 
 
 class WandbTracker:

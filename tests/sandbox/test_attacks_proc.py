@@ -138,7 +138,10 @@ def test_double_forked_setsid_orphan_does_not_outlive_the_run(solo: Sandbox) -> 
                     "time.sleep(0.05)", "{tag}"])
             os._exit(0)
         os.wait()
-        import time; time.sleep(0.3)
+        import time
+        deadline = time.monotonic() + 1.2  # within the 1.5 s wall: its interpreter may start slowly
+        while not os.path.exists("/tmp/orphan-alive") and time.monotonic() < deadline:
+            time.sleep(0.02)
         print(os.path.exists("/tmp/orphan-alive"))
     """)
     res = solo.run(program)

@@ -68,7 +68,7 @@ def code_pipeline(tmp_path, write_yaml):
 def test_sandbox_node_scores_by_pass_rate_and_stores_columns(ray_local, code_pipeline):
     loaded = load_pipeline(code_pipeline)
     graph = build_graph(loaded)
-    assert graph.nodes["execute"].pool.value == "environment"
+    assert graph.nodes["execute"].pool == "environment"
     run = Run.start(loaded, graph)
     run.run_inline(1)
     table = pq.read_table(Path(run.uri) / "iter=0" / "score.parquet")

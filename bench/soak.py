@@ -1,0 +1,166 @@
+"""Soak: many iterations of the default pipeline under `rldag run`, watching for leaks.
+
+Every 10 iterations it samples the driver process (the `rldag run` process, which hosts the
+Prefect client and the scheduler) and its worker processes (Ray workers and anything else it
+started, summed): RSS, open file descriptors and threads; the iteration times come from the
+run's metrics.parquet. Prints the growth per 100 iterations after warm-up, writes the samples
+as JSON and the curves as a PNG.
+
+    nice -n 10 python bench/soak.py --iterations 300 --png docs/soak.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+EVERY = 10  # iterations between samples
+WARMUP = 30  # iterations left out of the growth figures
+
+
+def _usage(procs: list[psutil.Process]) -> dict[str, float]:
+    rss = fds = threads = 0
+    for p in procs:
+        try:
+            with p.oneshot():
+                rss += p.memory_info().rss
+                fds += p.num_fds()
+                threads += p.num_threads()
+        except psutil.Error:  # a process that just ended
+            continue
+    return {"rss_mb": rss / 2**20, "fds": fds, "threads": threads}
+
+
+def _iterations_done(storage: Path) -> tuple[int, list[float]]:
+    files = list(storage.glob("*/metrics.parquet"))
+    if not files:
+        return 0, []
+    try:
+        times = pq.read_table(files[0], columns=["timing_s/iteration"]).column(0).to_pylist()
+    except Exception:  # replaced while we read it
+        return -1, []
+    return len(times), times
+
+
+INLINE = """
+import sys
+from rldag.graph import build_graph
+from rldag.run import Run
+from rldag.spec import load_pipeline
+loaded = load_pipeline(sys.argv[1], sys.argv[2:])
+Run.start(loaded, build_graph(loaded)).run_inline()
+"""
+
+
+def soak(iterations: int, max_minutes: float, storage: Path, inline: bool = False) -> dict:
+    """Run and sample; `inline`: the same loop without Prefect (rldag.driver's threads), to
+    tell the orchestrator's growth from the core's."""
+    overrides = [f"iterations={iterations}", f"storage.uri={storage}", "checkpoint.export_hf=false"]
+    pipeline = str(ROOT / "pipeline.yaml")
+    cmd = [sys.executable, "-m", "flows.cli", "run", pipeline, *overrides]
+    if inline:
+        cmd = [sys.executable, "-c", INLINE, pipeline, *overrides]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    driver = psutil.Process(proc.pid)
+    samples: list[dict] = []
+    deadline = time.monotonic() + max_minutes * 60
+    times: list[float] = []
+    while proc.poll() is None and time.monotonic() < deadline:
+        done, seen = _iterations_done(storage)
+        times = seen or times
+        if done >= (len(samples) + 1) * EVERY:
+            workers = [c for c in driver.children(recursive=True)]
+            samples.append(
+                {"iteration": done, "driver": _usage([driver]), "workers": _usage(workers)}
+            )
+            print(json.dumps(samples[-1]), flush=True)
+        time.sleep(0.5)
+    if proc.poll() is None:  # out of time: stop it, keep what was sampled
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return {"samples": samples, "iteration_s": times, "returncode": proc.returncode}
+
+
+def growth_per_100(samples: list[dict], who: str, key: str) -> float:
+    """Least-squares slope of `key` over iterations after warm-up, per 100 iterations."""
+    pts = [(s["iteration"], s[who][key]) for s in samples if s["iteration"] > WARMUP]
+    if len(pts) < 2:
+        return float("nan")
+    n = len(pts)
+    mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
+    var = sum((x - mx) ** 2 for x, _ in pts)
+    return 100 * sum((x - mx) * (y - my) for x, y in pts) / var
+
+
+def plot(result: dict, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    samples = result["samples"]
+    its = [s["iteration"] for s in samples]
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.5))
+    for ax, key, label in zip(
+        axes[:3], ("rss_mb", "fds", "threads"), ("RSS (MB)", "open fds", "threads"), strict=True
+    ):
+        for who in ("driver", "workers"):
+            ax.plot(its, [s[who][key] for s in samples], marker=".", label=who)
+        ax.set_xlabel("iteration")
+        ax.set_title(label)
+        ax.legend()
+    axes[3].plot(range(len(result["iteration_s"])), result["iteration_s"], lw=0.8)
+    axes[3].set_xlabel("iteration")
+    axes[3].set_title("iteration time (s)")
+    fig.suptitle("rldag soak: the default pipeline under `rldag run`")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=90)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=300)
+    parser.add_argument("--max-minutes", type=float, default=30.0)
+    parser.add_argument("--png", type=Path, default=ROOT / "docs" / "soak.png")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--inline", action="store_true", help="without Prefect (comparison)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rldag-soak-") as tmp:
+        result = soak(args.iterations, args.max_minutes, Path(tmp), args.inline)
+    if args.json:
+        args.json.write_text(json.dumps(result))
+    plot(result, args.png)
+    done = result["samples"][-1]["iteration"] if result["samples"] else 0
+    print(f"iterations sampled: {done} of {args.iterations} (exit {result['returncode']})")
+    for who in ("driver", "workers"):
+        figures = {
+            k: growth_per_100(result["samples"], who, k) for k in ("rss_mb", "fds", "threads")
+        }
+        print(who, "growth per 100 iterations after warm-up:", json.dumps(figures))
+    times = result["iteration_s"][WARMUP:]
+    if len(times) >= 20:
+        half = len(times) // 2
+        first, second = sum(times[:half]) / half, sum(times[half:]) / (len(times) - half)
+        print(f"iteration time after warm-up: first half {first:.2f} s, second half {second:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

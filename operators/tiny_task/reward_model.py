@@ -1,0 +1,132 @@
+"""The tiny reward model: a 2-layer Qwen2 sequence classifier (one label) trained to tell
+correct from wrong answers of the addition task, for tests and examples of `reward_model`.
+
+``build_tiny_reward_model(DIR, tokenizer_dir)`` (or ``python -m operators.tiny_task.reward_model
+--out DIR``) writes ``DIR`` (config, weights, the tiny task's tokenizer, ``build.json``);
+deterministic, and cached like the tiny policy: a build whose stamp matches returns at once.
+Its input is what the `reward_model` operator scores: prompt text + response text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from operators.tiny_task.build import STAMP_FILE, _move_into_place, read_stamp
+
+BUILDER = "operators.tiny_task.reward_model"
+VERSION = 1
+JUNK = ("", "+", "=", "1+", "==", "00", "+1", "9=")  # malformed answers a policy emits
+
+
+@dataclass(frozen=True)
+class RewardModelParams:
+    """Architecture and training of the tiny reward model."""
+
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    steps: int = 400
+    problems_per_step: int = 16
+    learning_rate: float = 1e-3
+    seed: int = 0
+
+
+def _key(params: RewardModelParams) -> dict[str, Any]:
+    return {"builder": BUILDER, "version": VERSION, "params": asdict(params)}
+
+
+def candidate_lists() -> list[list[str]]:
+    """Per problem, prompt + response texts: the right sum first, then every wrong sum 0..18
+    and malformed answers."""
+    from operators.tiny_task.problems import all_problems
+
+    lists = []
+    for p in all_problems():
+        wrong = [str(n) for n in range(19) if str(n) != p.answer] + list(JUNK)
+        lists.append([p.prompt + a for a in [p.answer, *wrong]])
+    return lists
+
+
+def _train(root: Path, tokenizer_dir: Path, params: RewardModelParams) -> dict[str, Any]:
+    import torch
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForSequenceClassification
+
+    from operators.tiny_task.warmup import single_thread
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=params.hidden_size,
+        intermediate_size=2 * params.hidden_size,
+        num_hidden_layers=params.num_hidden_layers,
+        num_attention_heads=params.num_attention_heads,
+        num_key_value_heads=params.num_attention_heads,
+        max_position_embeddings=64,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
+        use_sliding_window=False,
+    )
+    lists = candidate_lists()
+    rng = random.Random(params.seed)
+
+    def scores(batch: list[list[str]]) -> torch.Tensor:  # (problems, candidates)
+        enc = tokenizer([t for c in batch for t in c], return_tensors="pt", padding=True)
+        return model(**enc).logits.view(len(batch), -1)
+
+    with single_thread(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(params.seed)
+        model = Qwen2ForSequenceClassification(config).float()
+        optim = torch.optim.AdamW(model.parameters(), lr=params.learning_rate)
+        target = torch.zeros(params.problems_per_step, dtype=torch.long)  # the right sum
+        for _ in range(params.steps):  # listwise: softmax over one problem's answers
+            loss = torch.nn.functional.cross_entropy(
+                scores(rng.sample(lists, params.problems_per_step)), target
+            )
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+        model.eval()
+        with torch.no_grad():
+            ranked_first = float((scores(lists).argmax(-1) == 0).float().mean())
+    model.save_pretrained(root)
+    tokenizer.save_pretrained(root)
+    return {"right_sum_ranked_first": round(ranked_first, 4), "final_loss": round(loss.item(), 4)}
+
+
+def build_tiny_reward_model(
+    out: Path | str, tokenizer_dir: Path | str, params: RewardModelParams | None = None
+) -> Path:
+    """Train (or reuse) the tiny reward model in ``out``; returns ``out``."""
+    out, params = Path(out).absolute(), params or RewardModelParams()
+    key = _key(params)
+    stamp = read_stamp(out)
+    if stamp is not None and all(stamp.get(k) == v for k, v in key.items()):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    measured = _train(tmp, Path(tokenizer_dir), params)
+    (tmp / STAMP_FILE).write_text(json.dumps({**key, **measured}, indent=2) + "\n")
+    _move_into_place(tmp, out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``--out DIR [--tokenizer DIR]``: build the tiny reward model and say how well it ranks."""
+    parser = argparse.ArgumentParser(prog="python -m operators.tiny_task.reward_model")
+    parser.add_argument("--out", type=Path, default=Path(".cache/tiny_rm"))
+    parser.add_argument("--tokenizer", type=Path, default=Path(".cache/tiny/model"))
+    args = parser.parse_args(argv)
+    out = build_tiny_reward_model(args.out, args.tokenizer)
+    print(f"{out}: right sum ranked first {read_stamp(out)['right_sum_ranked_first']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

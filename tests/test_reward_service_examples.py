@@ -1,0 +1,58 @@
+"""The reward service's shipped pipelines: the README shows examples/reward_model.yaml as it
+is, and `rldag validate` accepts both examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flows.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_readme_shows_the_reward_model_example_as_it_is():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Reward service") :]
+    shown = section[section.index("```yaml\n") + len("```yaml\n") :]
+    shown = shown[: shown.index("```")]
+    assert shown == (ROOT / "examples" / "reward_model.yaml").read_text()
+
+
+def test_the_reward_service_examples_validate(tiny_task, tiny_rm, capsys):
+    for name in ("reward_model.yaml", "composed_reward.yaml"):
+        path = ROOT / "examples" / name
+        overrides = [
+            f"model.path={tiny_task / 'model'}",
+            f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
+        ]
+        assert main(["validate", str(path), *overrides]) == 0, capsys.readouterr().err
+
+
+def test_plan_shows_the_reward_pool_and_the_streamed_score(capsys):
+    assert main(["plan", str(ROOT / "examples" / "reward_model.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "pool reward  split  placement group 1 x {CPU: 1}" in out and "runs score" in out
+    assert "score <- generate" in out.split("streamed")[1].splitlines()[0]
+
+
+def test_a_pool_bounds_a_remote_verifiers_concurrency(write_yaml, dataset, capsys):
+    from tests.conftest import scoring_pipeline
+
+    doc = scoring_pipeline(dataset, pools={"verifier": {"workers": 2, "max_concurrency": 6}})
+    doc["nodes"]["verify"] = {
+        "kind": "score",
+        "op": "remote",
+        "pool": "verifier",
+        "inputs": {"rollouts": "answer"},
+        "params": {"url": "http://127.0.0.1:9/verify", "concurrency": 4, "columns": ["response"]},
+    }
+    assert main(["plan", str(write_yaml(doc))]) == 2
+    err = capsys.readouterr().err
+    assert "2 worker(s) x concurrency 4 = 8 exceeds pools.verifier.max_concurrency=6" in err
+    doc["nodes"]["verify"]["params"]["columns"] = ["respons"]
+    doc["pools"]["verifier"]["max_concurrency"] = 8
+    assert main(["validate", str(write_yaml(doc))]) == 2
+    assert (
+        "nodes.verify.params.columns: column 'respons' is not in the input"
+        in capsys.readouterr().err
+    )
