@@ -12,23 +12,24 @@ import pytest
 from transformers import AutoTokenizer
 
 from operators.agent.parsers import hermes
-from operators.agent.tools import tool_schema
+from operators.agent.render import ConversationTokens, TemplateError
 from operators.tiny_task import build_tiny_task, read_stamp
+from operators.tiny_task.agent.facts_env import EpisodeFacts
 from operators.tiny_task.agent.params import AgentWarmupParams, GuessTaskParams, LookupTaskParams
 from operators.tiny_task.agent.problems import (
     HIGHER,
     LOWER,
     corpus_lines,
-    fact,
+    episode_facts,
     guess_episode,
     guess_problems,
-    lookup,
     lookup_episode,
     lookup_problems,
     tool_call_text,
 )
 from operators.tiny_task.agent.tokenizer import train_agent_tokenizer
 from operators.tiny_task.agent.warmup import episode_row
+from operators.tiny_task.tokenizer import CHAT_TEMPLATE
 from operators.tiny_task.warmup import IGNORE_INDEX
 
 QUICK = AgentWarmupParams(episodes=8, steps=2)
@@ -36,19 +37,36 @@ QUICK = AgentWarmupParams(episodes=8, steps=2)
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    problems = lookup_problems(100, 999) + guess_problems(0, 9, 1)
+    problems = lookup_problems(10, 1) + guess_problems(0, 9, 1)
     return train_agent_tokenizer(corpus_lines(problems, calls=True))
 
 
-def test_lookup_is_a_typed_tool_over_hashed_facts():
-    assert [fact(k) for k in (100, 101, 999)] == [fact(100), fact(101), fact(999)]  # stable
-    assert {fact(k) for k in range(100, 1000)} == set(range(10))
-    assert lookup(482) == fact(482)
-    schema = tool_schema(lookup)["function"]
+def test_no_policy_without_the_tool_beats_chance_on_the_lookup_prompts():
+    rows = lookup_problems(10, 10)
+    assert len(rows) == 100 and len({r.prompt for r in rows}) == 10
+    for prompt in {r.prompt for r in rows}:  # the best tool-free answer to a prompt: 1 in 10
+        answers = [r.ground_truth for r in rows if r.prompt == prompt]
+        assert sorted(answers) == [str(d) for d in range(10)]
+    for row in rows:
+        table = episode_facts(row.index, 10)
+        assert table[row.key] == int(row.ground_truth) and table == episode_facts(row.index, 10)
+    assert len({tuple(episode_facts(r.index, 10)) for r in rows}) == 100  # a table per episode
+
+
+def test_the_lookup_tool_answers_from_the_episodes_table():
+    env = EpisodeFacts(keys=10)
+    env.reset({"dataset_index": 37})
+    schema = env.tool_schemas()[0]["function"]
     assert schema["name"] == "lookup"
     assert schema["parameters"]["properties"]["key"]["type"] == "integer"
-    (call,) = hermes(tool_call_text(482)).tool_calls
-    assert (call.name, call.arguments) == ("lookup", {"key": 482})
+    turn = hermes(tool_call_text(7))
+    (call,) = turn.tool_calls
+    assert (call.name, call.arguments) == ("lookup", {"key": 7})
+    result = env.step(turn)
+    assert result.observation[0]["content"] == str(episode_facts(37, 10)[7]) and not result.done
+    bad = env.step(hermes(tool_call_text(12)))
+    assert bad.errors and "no fact under key 12" in bad.observation[0]["content"]
+    assert env.step(hermes("4")).done  # a turn without a call ends the episode
 
 
 def test_guess_episodes_follow_the_games_rules():
@@ -72,21 +90,40 @@ def test_the_tokenizer_loads_back_as_qwen2_with_the_same_ids(tokenizer, tmp_path
     transformers.Qwen2Config(vocab_size=len(tokenizer)).save_pretrained(tmp_path)
     loaded = AutoTokenizer.from_pretrained(tmp_path)
     assert type(loaded).__name__ == "Qwen2Tokenizer"
-    for text in (tool_call_text(482), "lookup 482", "guess=5higher", "7"):
+    for text in (tool_call_text(4), "lookup 4", "guess=5higher", "7"):
         assert loaded(text)["input_ids"] == tokenizer(text)["input_ids"]
         assert loaded.decode(loaded(text)["input_ids"]) == text
     digits = tokenizer("482")["input_ids"]
     assert len(digits) == 3  # one token per digit
-    assert len(tokenizer(tool_call_text(482))["input_ids"]) < 24  # merges shorten the call
+    assert len(tokenizer(tool_call_text(4))["input_ids"]) <= 16  # merges: 51 characters
+
+
+def test_no_bpe_merge_crosses_a_turn_boundary_whatever_the_model_samples(tokenizer):
+    def play(template: str) -> None:
+        tokenizer.chat_template = template
+        convo = ConversationTokens(tokenizer, [{"role": "user", "content": "guess="}])
+        for text in ("7", "hig", "lowe", "ss", "r"):  # letters merge with letters around them
+            sampled = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+            convo.add_assistant(text, sampled)
+            convo.add_observation([{"role": "user", "content": HIGHER}])
+
+    agent_template = tokenizer.chat_template
+    with pytest.raises(TemplateError):
+        play(CHAT_TEMPLATE)  # plain concatenation: "hig" + "higher" re-tokenises
+    play(agent_template)
 
 
 def test_a_warm_up_episode_is_the_token_stream_of_the_loop(tokenizer):
-    messages = lookup_episode(482, 0.0, 1.0)
-    ids, labels, smoothing = episode_row(tokenizer, "lookup 482", messages)
+    problem = lookup_problems(10, 10)[47]
+    value = str(episode_facts(47, 10)[7])
+    ids, labels, smoothing = episode_row(
+        tokenizer, problem.prompt, lookup_episode(problem, 10, 0.0, 1.0)
+    )
     eos = tokenizer.eos_token_id
     encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
-    call, answer = encode(tool_call_text(482)) + [eos], encode(str(fact(482))) + [eos]
-    prompt, tool = encode("lookup 482"), encode(str(fact(482)))
+    call, answer = encode(tool_call_text(7)) + [eos], encode(value) + [eos]
+    bos = [tokenizer.bos_token_id]
+    prompt, tool = encode("lookup 7") + bos, encode(value) + bos
     assert ids == prompt + call + tool + answer  # sampled ids (EOS kept), then the tool's
     assert labels == [IGNORE_INDEX] * len(prompt) + call + [IGNORE_INDEX] * len(tool) + answer
     assert smoothing == [0.0] * (len(prompt) + len(call) + len(tool)) + [1.0] * len(answer)
@@ -96,7 +133,7 @@ def test_a_warm_up_episode_is_the_token_stream_of_the_loop(tokenizer):
     ("params", "source", "rows", "rates"),
     [
         (GuessTaskParams(copies=2, warmup=QUICK), "guess", 20, {"format_rate", "first_hit_rate"}),
-        (LookupTaskParams(last_key=139, warmup=QUICK), "lookup", 40, {"call_rate", "key_rate"}),
+        (LookupTaskParams(rows_per_key=4, warmup=QUICK), "lookup", 40, {"call_rate", "key_rate"}),
     ],
 )
 def test_a_build_writes_model_prompts_and_first_turn_rates(
@@ -107,8 +144,7 @@ def test_a_build_writes_model_prompts_and_first_turn_rates(
     assert table.num_rows == rows and set(table["data_source"].to_pylist()) == {source}
     loaded = AutoTokenizer.from_pretrained(out / "model")
     prompt = table["prompt"][0].as_py()
-    assert loaded.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False) == (
-        prompt
-    )
+    rendered = loaded.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False)
+    assert rendered == prompt + loaded.bos_token  # the model's turn opens on BOS
     stamp = read_stamp(out)
     assert stamp["task"] == source and rates <= set(stamp["warmup"])

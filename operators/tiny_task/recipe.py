@@ -67,7 +67,7 @@ def agent_recipe(params: Any) -> TaskRecipe:
         rows = partial(problems.guess_problems, params.low, params.high, params.copies)
         score = evaluate.evaluate_guess
     else:
-        rows = partial(problems.lookup_problems, params.first_key, params.last_key)
+        rows = partial(problems.lookup_problems, params.keys, params.rows_per_key)
         score = evaluate.evaluate_lookup
     return TaskRecipe(
         rows,

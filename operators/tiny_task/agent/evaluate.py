@@ -16,6 +16,12 @@ from operators.tiny_task.evaluate import sample_responses
 EVAL_PROBLEMS = 100  # the first problems' first turns are sampled
 
 
+def rendered_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str) -> str:
+    """The prompt as the chat template opens the model's first turn (``agent_loop``'s)."""
+    message = [{"role": "user", "content": prompt}]
+    return tokenizer.apply_chat_template(message, tokenize=False, add_generation_prompt=True)
+
+
 def first_turns(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -33,7 +39,7 @@ def first_turns(
     texts = sample_responses(
         model,
         tokenizer,
-        [p.prompt for p in chosen],
+        [rendered_prompt(tokenizer, p.prompt) for p in chosen],
         max_new_tokens=max_new_tokens,
         temperature=temperature,
         generator=generator,

@@ -9,7 +9,7 @@ from operators.tiny_task.params import EvalParams, ModelParams
 
 GUESS_TASK = "guess"
 LOOKUP_TASK = "lookup"
-AGENT_BUILDER_VERSION = 1  # bump when the builder's artefacts change for the same params
+AGENT_BUILDER_VERSION = 2  # bump when the builder's artefacts change for the same params
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,10 @@ class AgentWarmupParams:
 
 def _model() -> ModelParams:
     return ModelParams(max_position_embeddings=128)
+
+
+def _lookup_warmup() -> AgentWarmupParams:
+    return AgentWarmupParams(episodes=32, steps=300, learning_rate=3e-3)
 
 
 def _eval() -> EvalParams:
@@ -54,17 +58,19 @@ class GuessTaskParams:
 
 @dataclass(frozen=True)
 class LookupTaskParams:
-    """Facts behind three-digit keys that only the ``lookup`` tool knows; the warm-up teaches
-    the call (``key_smoothing`` 0: the prompt's key, exactly) and where the answer goes, not
-    what it is (``answer_smoothing`` 1: a uniform digit, whatever the tool said)."""
+    """Facts only the ``lookup`` tool knows: row ``i`` asks for key ``i % keys`` of its own
+    episode's table (:class:`~operators.tiny_task.agent.facts_env.EpisodeFacts`), and the rows
+    sharing a prompt hold every answer equally often. The warm-up teaches the call
+    (``key_smoothing`` 0: the prompt's key, exactly) and where the answer goes, not what it is
+    (``answer_smoothing`` 1: a uniform digit, whatever the tool said)."""
 
     task: str = LOOKUP_TASK
-    first_key: int = 100
-    last_key: int = 999
+    keys: int = 10
+    rows_per_key: int = 10
     key_smoothing: float = 0.0
     answer_smoothing: float = 1.0
     model: ModelParams = field(default_factory=_model)
-    warmup: AgentWarmupParams = field(default_factory=AgentWarmupParams)
+    warmup: AgentWarmupParams = field(default_factory=_lookup_warmup)
     eval: EvalParams = field(default_factory=_eval)
 
     def to_dict(self) -> dict[str, Any]:

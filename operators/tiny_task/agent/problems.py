@@ -1,5 +1,5 @@
-"""The prompts of the tiny agent tasks, the ``lookup`` tool, and the synthetic episodes the
-warm-up trains on (messages as ``agent_loop`` would record them)."""
+"""The prompts of the tiny agent tasks, the lookup episodes' fact tables, and the synthetic
+episodes the warm-up trains on (messages as ``agent_loop`` would record them)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,18 @@ from dataclasses import dataclass
 from operators.agent.environment import Message
 
 GUESS_PROMPT = "guess="
+LOOKUP_PROMPT = "lookup "
 HIGHER, LOWER = "higher", "lower"  # the guessing game's replies (GuessingGame higher/lower)
 
 
-def fact(key: int) -> int:
-    """The digit stored under ``key``: a hash, so nothing but the tool can know it."""
-    return hashlib.sha256(f"fact-{key}".encode()).digest()[0] % 10
-
-
-def lookup(key: int) -> int:
-    """Look up the fact stored under a key.
-
-    Args:
-        key: the key, a three-digit number
-    """
-    return fact(key)
+def episode_facts(index: int, keys: int) -> list[int]:
+    """The table of row ``index``'s episode: a digit per key ``0..keys-1``. The row's own key
+    (``index % keys``) holds ``(index // keys) % 10``, so the rows sharing a prompt hold every
+    answer equally often (no policy without the tool beats 0.1 on them); the other keys hold
+    hashed digits."""
+    own, answer = index % keys, (index // keys) % 10
+    hashed = [hashlib.sha256(f"fact-{index}-{k}".encode()).digest()[0] % 10 for k in range(keys)]
+    return [answer if k == own else d for k, d in enumerate(hashed)]
 
 
 def tool_call_text(key: int) -> str:
@@ -50,10 +47,12 @@ def guess_problems(low: int, high: int, copies: int) -> list[AgentProblem]:
     return [AgentProblem(GUESS_PROMPT, str(s), i) for i, s in enumerate(secrets)]
 
 
-def lookup_problems(first: int, last: int) -> list[AgentProblem]:
-    """A row per key ``first..last``; the answer is the fact under it."""
-    keys = range(first, last + 1)
-    return [AgentProblem(f"lookup {k}", str(fact(k)), i, k) for i, k in enumerate(keys)]
+def lookup_problems(keys: int, rows_per_key: int) -> list[AgentProblem]:
+    """``keys * rows_per_key`` rows, row ``i`` asking for key ``i % keys`` of its episode's
+    table (the answer is the fact under it)."""
+    rows = range(keys * rows_per_key)
+    facts = [str(episode_facts(i, keys)[i % keys]) for i in rows]
+    return [AgentProblem(f"{LOOKUP_PROMPT}{i % keys}", facts[i], i, i % keys) for i in rows]
 
 
 def guess_episode(
@@ -71,11 +70,13 @@ def guess_episode(
     return messages
 
 
-def lookup_episode(key: int, key_smoothing: float, answer_smoothing: float) -> list[Message]:
+def lookup_episode(
+    problem: AgentProblem, keys: int, key_smoothing: float, answer_smoothing: float
+) -> list[Message]:
     """The call, the tool's answer, and the answer repeated: the messages after the prompt."""
-    value = str(fact(key))
+    value = str(episode_facts(problem.index, keys)[problem.key])
     return [
-        {"role": "assistant", "content": tool_call_text(key), "smoothing": key_smoothing},
+        {"role": "assistant", "content": tool_call_text(problem.key), "smoothing": key_smoothing},
         {"role": "tool", "name": "lookup", "content": value},
         {"role": "assistant", "content": value, "smoothing": answer_smoothing},
     ]
@@ -84,4 +85,4 @@ def lookup_episode(key: int, key_smoothing: float, answer_smoothing: float) -> l
 def corpus_lines(problems: list[AgentProblem], calls: bool) -> list[str]:
     """The tokenizer's training text: prompts, the game's replies, and (``calls``) tool calls."""
     lines = [p.prompt for p in problems] + [HIGHER, LOWER, "invalid", "0123456789"]
-    return lines + [tool_call_text(100 + k) for k in range(50)] if calls else lines
+    return lines + [tool_call_text(k) for k in range(10)] if calls else lines

@@ -6,7 +6,8 @@ ones ``AutoTokenizer`` applies when it loads the model directory back as ``Qwen2
 the warm-up and the rollouts see the same ids. Digits stay one token each (the regex splits
 them). The alphabet is only the corpus's characters, a small vocabulary (what RL takes from
 a sampled token goes to few others); other characters are dropped. Special tokens
-``<pad> <eos> <bos> <unk>``, left padding, and the tiny tasks' concatenating chat template.
+``<pad> <eos> <bos> <unk>``, left padding, and a concatenating chat template that closes
+every message on a special token.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX, Qwen
 
 from operators.tiny_task.tokenizer import (
     BOS_TOKEN,
-    CHAT_TEMPLATE,
     EOS_TOKEN,
     PAD_TOKEN,
     SPECIAL_TOKENS,
@@ -29,6 +29,14 @@ from operators.tiny_task.tokenizer import (
 
 MERGES = 64  # learned merges on top of the byte alphabet
 MODEL_MAX_LENGTH = 128
+# Every message ends on a special token (an assistant turn on EOS, which the model samples;
+# any other on BOS, which opens the model's turn), so no BPE merge ever crosses a turn
+# boundary whatever the model samples: each turn's ids extend the previous ones.
+AGENT_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['content'] }}"
+    "{% if message['role'] == 'assistant' %}{{ eos_token }}{% else %}{{ bos_token }}{% endif %}"
+    "{% endfor %}"
+)
 
 
 def train_agent_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerBase:
@@ -66,5 +74,5 @@ def train_agent_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerBase:
         model_max_length=MODEL_MAX_LENGTH,
         padding_side="left",
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = AGENT_CHAT_TEMPLATE
     return tokenizer

@@ -59,8 +59,8 @@ def warm_up_episodes(
     rng = random.Random(warmup.seed)
     chosen = [rng.choice(problems) for _ in range(warmup.episodes)]
     if isinstance(task, LookupTaskParams):
-        smooth = (task.key_smoothing, task.answer_smoothing)
-        return [(p.prompt, lookup_episode(p.key, *smooth)) for p in chosen]
+        smooth = (task.keys, task.key_smoothing, task.answer_smoothing)
+        return [(p.prompt, lookup_episode(p, *smooth)) for p in chosen]
     game = (task.low, task.high, task.max_guesses, task.guess_smoothing)
     return [(p.prompt, guess_episode(rng, int(p.ground_truth), *game)) for p in chosen]
 
