@@ -11,8 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from transformers import AutoTokenizer
 
-from operators.agent.parsers import hermes
-from operators.agent.render import ConversationTokens, TemplateError
+from operators.agent.episode import Episode, EpisodeRunner
+from operators.agent.hosting import LocalHosts
+from operators.agent.params import AgentParams
+from operators.agent.parsers import hermes, tool_parser
+from operators.rollout.sampling import Completion
 from operators.tiny_task import build_tiny_task, read_stamp
 from operators.tiny_task.agent.facts_env import EpisodeFacts
 from operators.tiny_task.agent.params import AgentWarmupParams, GuessTaskParams, LookupTaskParams
@@ -98,19 +101,38 @@ def test_the_tokenizer_loads_back_as_qwen2_with_the_same_ids(tokenizer, tmp_path
     assert len(tokenizer(tool_call_text(4))["input_ids"]) <= 16  # merges: 51 characters
 
 
-def test_no_bpe_merge_crosses_a_turn_boundary_whatever_the_model_samples(tokenizer):
-    def play(template: str) -> None:
-        tokenizer.chat_template = template
-        convo = ConversationTokens(tokenizer, [{"role": "user", "content": "guess="}])
-        for text in ("7", "hig", "lowe", "ss", "r"):  # letters merge with letters around them
-            sampled = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
-            convo.add_assistant(text, sampled)
-            convo.add_observation([{"role": "user", "content": HIGHER}])
+def sampled(tokenizer, text: str) -> Completion:
+    ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+    return Completion(ids, [-1.0] * len(ids), "stop", text)
 
-    agent_template = tokenizer.chat_template
-    with pytest.raises(TemplateError):
-        play(CHAT_TEMPLATE)  # plain concatenation: "hig" + "higher" re-tokenises
-    play(agent_template)
+
+def play_game(tokenizer, texts: list[str]) -> Episode:
+    """A guessing game (secret 9) whose turns are ``texts``, through the episode runner."""
+    params = AgentParams(
+        model_path="unused", environment="operators.agent.guessing_game:GuessingGame",
+        env_params={"low": 0, "high": 9}, tool_parser="none", max_turns=len(texts),
+    )  # fmt: skip
+    runner = EpisodeRunner(params, tokenizer, tool_parser("none"), LocalHosts(params), None)
+    turns = iter(texts)
+    prompt = [{"role": "user", "content": "guess="}]
+    return runner.run(
+        "k", {"ground_truth": "9"}, prompt, lambda *_: (sampled(tokenizer, next(turns)), 0)
+    )
+
+
+def test_no_bpe_merge_crosses_the_end_of_an_assistant_turn(tokenizer):
+    episode = play_game(tokenizer, ["4hig", "5ig", "6g", "9"])  # letters before "higher"
+    assert episode.finish_reason == "stop" and episode.turns[-1].reward > 0
+
+
+def test_a_turn_the_template_cannot_extend_ends_its_episode_not_the_run(tokenizer):
+    tokenizer.chat_template, agent = CHAT_TEMPLATE, tokenizer.chat_template
+    try:  # plain concatenation: "hig" + "higher" re-tokenises as one word
+        episode = play_game(tokenizer, ["4hig", "9"])  # guesses 4: "higher" follows
+    finally:
+        tokenizer.chat_template = agent
+    assert episode.finish_reason == "tool_error" and "turn 0 render" in episode.errors[-1]
+    assert [m["content"] for m in episode.messages] == ["guess=", "4hig", HIGHER]
 
 
 def test_a_warm_up_episode_is_the_token_stream_of_the_loop(tokenizer):
@@ -122,8 +144,7 @@ def test_a_warm_up_episode_is_the_token_stream_of_the_loop(tokenizer):
     eos = tokenizer.eos_token_id
     encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     call, answer = encode(tool_call_text(7)) + [eos], encode(value) + [eos]
-    bos = [tokenizer.bos_token_id]
-    prompt, tool = encode("lookup 7") + bos, encode(value) + bos
+    prompt, tool = encode("lookup 7"), encode(value)
     assert ids == prompt + call + tool + answer  # sampled ids (EOS kept), then the tool's
     assert labels == [IGNORE_INDEX] * len(prompt) + call + [IGNORE_INDEX] * len(tool) + answer
     assert smoothing == [0.0] * (len(prompt) + len(call) + len(tool)) + [1.0] * len(answer)
@@ -145,6 +166,6 @@ def test_a_build_writes_model_prompts_and_first_turn_rates(
     loaded = AutoTokenizer.from_pretrained(out / "model")
     prompt = table["prompt"][0].as_py()
     rendered = loaded.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False)
-    assert rendered == prompt + loaded.bos_token  # the model's turn opens on BOS
+    assert rendered == prompt
     stamp = read_stamp(out)
     assert stamp["task"] == source and rates <= set(stamp["warmup"])

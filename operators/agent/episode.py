@@ -4,7 +4,9 @@ The context the model continues is always the episode's own ids: the prompt, the
 sampled turn exactly as sampled (``mask`` 1, with its log-probs) and every environment turn as
 the chat template rendered it (``mask`` 0, log-prob 0). Budgets end the episode with a
 ``FinishReason``; an environment that raises, hangs or answers garbage ends it (or, for a
-failed tool call, continues with the error as observation) and never raises from here.
+failed tool call, continues with the error as observation) and never raises from here; so
+does a turn the chat template cannot extend the conversation with (sampled text that a BPE
+merges with its neighbour), as ``tool_error``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from operators.agent.deadline import CallTimeout
 from operators.agent.environment import AssistantTurn, CallRecord, Message, StepResult
 from operators.agent.params import AgentParams, FinishReason, OnToolError
 from operators.agent.parsers import ToolParser
-from operators.agent.render import ConversationTokens
+from operators.agent.render import ConversationTokens, TemplateError
 
 # (context ids, max new tokens, turn, seconds left) -> (completion, policy version)
 SampleTurn = Callable[[list[int], int, int, float | None], tuple[Any, int]]
@@ -218,7 +220,12 @@ class EpisodeRunner:
             record.model_end = record.end = len(ep.token_ids)
             ep.text = done.text or ""
             turn = self._parse(ep.text)
-            glue = convo.add_assistant(ep.text, list(done.token_ids))
+            try:
+                glue = convo.add_assistant(ep.text, list(done.token_ids))
+            except TemplateError as err:  # the sampled text merges with the turn before
+                ep.messages.append(stored_message({"role": "assistant", "content": ep.text}))
+                self._fail(ep, err, f"turn {turn_index} render")
+                return
             ep.messages.append(stored_message(convo.messages[-1], turn.tool_calls))
             if done.finish_reason != "stop":
                 ep.finish_reason = FinishReason.length
@@ -278,8 +285,12 @@ class EpisodeRunner:
             return False
         if ends:
             return True  # the loop ends with max_turns
-        ids = convo.add_observation(observed)
         ep.messages.extend(stored_message(m) for m in observed)
+        try:
+            ids = convo.add_observation(observed)
+        except TemplateError as err:  # the observation merges with the model's last text
+            self._fail(ep, err, f"turn {turn_index} render")
+            return False
         total = len(ep.token_ids) + len(glue) + len(ids)
         if total >= self.p.max_total_tokens or (
             self.context is not None and len(ep.prompt_ids) + total >= self.context

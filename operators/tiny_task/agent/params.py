@@ -9,7 +9,7 @@ from operators.tiny_task.params import EvalParams, ModelParams
 
 GUESS_TASK = "guess"
 LOOKUP_TASK = "lookup"
-AGENT_BUILDER_VERSION = 2  # bump when the builder's artefacts change for the same params
+AGENT_BUILDER_VERSION = 3  # bump when the builder's artefacts change for the same params
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ the warm-up and the rollouts see the same ids. Digits stay one token each (the r
 them). The alphabet is only the corpus's characters, a small vocabulary (what RL takes from
 a sampled token goes to few others); other characters are dropped. Special tokens
 ``<pad> <eos> <bos> <unk>``, left padding, and a concatenating chat template that closes
-every message on a special token.
+each assistant turn on EOS.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from operators.tiny_task.tokenizer import (
 
 MERGES = 64  # learned merges on top of the byte alphabet
 MODEL_MAX_LENGTH = 128
-# Every message ends on a special token (an assistant turn on EOS, which the model samples;
-# any other on BOS, which opens the model's turn), so no BPE merge ever crosses a turn
-# boundary whatever the model samples: each turn's ids extend the previous ones.
+# An assistant turn ends on EOS (the model samples it), so the text that follows a turn never
+# merges with it; other messages are plain text, which the model continues straight on (the
+# turn that opens with a letter after a letter is the rare one a BPE merge re-tokenises, and
+# agent_loop ends that episode).
 AGENT_CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['content'] }}"
-    "{% if message['role'] == 'assistant' %}{{ eos_token }}{% else %}{{ bos_token }}{% endif %}"
-    "{% endfor %}"
+    "{% if message['role'] == 'assistant' %}{{ eos_token }}{% endif %}{% endfor %}"
 )
 
 
