@@ -7,13 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from operators.tiny_task import build_tiny_task
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from tests.test_learning import run_rewards
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,18 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_tool_example_learns_to_use_its_tool(ray_local, tmp_path):
     built = build_tiny_task(ROOT / ".cache" / "tiny-lookup", task="lookup")
-    loaded = load_pipeline(
-        ROOT / "examples" / "agent_tools.yaml",
-        [
-            f"storage.uri={tmp_path}",
-            "iterations=16",
-            f"model.path={built / 'model'}",
-            f"nodes.prompts.params.path={built / 'train.parquet'}",
-        ],
-    )
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline()
-    rewards = pq.read_table(Path(run.uri) / "metrics.parquet")["reward/mean"].to_pylist()
+    pipeline = ROOT / "examples" / "agent_tools.yaml"
+    rewards = run_rewards(pipeline, tmp_path, built, "iterations=16")
     first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
     assert first <= 0.3, rewards
     assert last >= 2 * first and last > 0.2, rewards  # above what no tool can give (0.1)

@@ -24,20 +24,21 @@ class AgentWarmupParams:
     seed: int = 0
 
 
-def _model() -> ModelParams:
-    return ModelParams(max_position_embeddings=128)
+@dataclass(frozen=True)
+class AgentTaskBase:
+    """What every tiny agent task builds with: the model and the first-turn evaluation."""
 
+    model: ModelParams = field(default_factory=lambda: ModelParams(max_position_embeddings=128))
+    eval: EvalParams = field(
+        default_factory=lambda: EvalParams(samples_per_problem=2, max_new_tokens=32)
+    )
 
-def _lookup_warmup() -> AgentWarmupParams:
-    return AgentWarmupParams(episodes=32, steps=300, learning_rate=3e-3)
-
-
-def _eval() -> EvalParams:
-    return EvalParams(samples_per_problem=2, temperature=1.0, max_new_tokens=32, seed=0)
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
-class GuessTaskParams:
+class GuessTaskParams(AgentTaskBase):
     """The guessing game: secrets ``low..high``, ``copies`` prompt rows per secret; the
     warm-up's guesses are uniform (``guess_smoothing`` 1: it teaches the turn format, not the
     search)."""
@@ -48,16 +49,11 @@ class GuessTaskParams:
     max_guesses: int = 4
     copies: int = 10
     guess_smoothing: float = 1.0
-    model: ModelParams = field(default_factory=_model)
     warmup: AgentWarmupParams = field(default_factory=AgentWarmupParams)
-    eval: EvalParams = field(default_factory=_eval)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
-class LookupTaskParams:
+class LookupTaskParams(AgentTaskBase):
     """Facts only the ``lookup`` tool knows: row ``i`` asks for key ``i % keys`` of its own
     episode's table (:class:`~operators.tiny_task.agent.facts_env.EpisodeFacts`), and the rows
     sharing a prompt hold every answer equally often. The warm-up teaches the call
@@ -69,12 +65,9 @@ class LookupTaskParams:
     rows_per_key: int = 10
     key_smoothing: float = 0.0
     answer_smoothing: float = 1.0
-    model: ModelParams = field(default_factory=_model)
-    warmup: AgentWarmupParams = field(default_factory=_lookup_warmup)
-    eval: EvalParams = field(default_factory=_eval)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    warmup: AgentWarmupParams = field(
+        default_factory=lambda: AgentWarmupParams(episodes=32, steps=300, learning_rate=3e-3)
+    )
 
 
 AgentTaskParams = GuessTaskParams | LookupTaskParams

@@ -19,13 +19,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from transformers import PreTrainedTokenizerBase
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX, Qwen2Tokenizer
 
-from operators.tiny_task.tokenizer import (
-    BOS_TOKEN,
-    EOS_TOKEN,
-    PAD_TOKEN,
-    SPECIAL_TOKENS,
-    UNK_TOKEN,
-)
+from operators.tiny_task.tokenizer import SPECIAL_TOKENS, TOKENIZER_KWARGS, UNK_TOKEN
 
 MERGES = 64  # learned merges on top of the byte alphabet
 MODEL_MAX_LENGTH = 128
@@ -64,15 +58,12 @@ def train_agent_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerBase:
     )
     raw.train_from_iterator(lines, trainer=trainer)
     model = json.loads(raw.to_str())["model"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split()) for m in model["merges"]]
     tokenizer = Qwen2Tokenizer(
         vocab=model["vocab"],
-        merges=[tuple(m) if isinstance(m, list) else tuple(m.split()) for m in model["merges"]],
-        unk_token=UNK_TOKEN,
-        bos_token=BOS_TOKEN,
-        eos_token=EOS_TOKEN,
-        pad_token=PAD_TOKEN,
+        merges=merges,
         model_max_length=MODEL_MAX_LENGTH,
-        padding_side="left",
+        **TOKENIZER_KWARGS,
     )
     tokenizer.chat_template = AGENT_CHAT_TEMPLATE
     return tokenizer
