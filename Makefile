@@ -18,11 +18,13 @@ $(STAMP): pyproject.toml constraints.txt
 system-deps:
 	sh scripts/install-system-deps.sh
 
-# The tiny default model, tokenizer and addition data, and the tiny reward model
-# (deterministic, cached).
+# The tiny default model, tokenizer and addition data, the tiny reward model and the tiny
+# agent tasks (deterministic, cached).
 model: $(STAMP)
 	$(BIN)/python -m operators.tiny_task --out .cache/tiny
 	$(BIN)/python -m operators.tiny_task.reward_model --out .cache/tiny_rm --tokenizer .cache/tiny/model
+	$(BIN)/python -m operators.tiny_task --task lookup --out .cache/tiny-lookup
+	$(BIN)/python -m operators.tiny_task --task guess --out .cache/tiny-guess
 
 run: model
 	$(BIN)/rldag run pipeline.yaml

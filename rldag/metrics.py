@@ -29,10 +29,12 @@ def _components(graph: Graph) -> set[str]:
     return out
 
 
-def _first_with(graph: Graph, tables: Mapping[str, pa.Table], column: str) -> pa.Table | None:
+def _first_with(
+    graph: Graph, tables: Mapping[str, pa.Table], column: str, skipped: set[str] | None = None
+) -> pa.Table | None:
     """The first table in graph order with `column`, components of a composed reward
-    skipped (their combination is the reward)."""
-    skipped = _components(graph)
+    skipped (their combination is the reward), and the nodes in `skipped`."""
+    skipped = _components(graph) | (skipped or set())
     for name in (n for n in graph.order if n not in skipped):
         table = tables.get(name)
         if table is not None and column in table.column_names and table.num_rows:
@@ -133,7 +135,11 @@ def iteration_metrics(
 ) -> dict[str, float]:
     """Reward, length, throughput, timing, staleness and train metrics for one iteration."""
     out: dict[str, float] = {}
-    scored = _first_with(graph, tables, "reward")
+    generators = {n for n in graph.order if graph.nodes[n].kind == NodeKind.generate}
+    # a score node's reward replaces an agent's environment reward; without one, the latter
+    scored = _first_with(graph, tables, "reward", generators) or _first_with(
+        graph, tables, "reward"
+    )
     if scored is not None:
         out["reward/mean"] = _mean(scored["reward"])
         out["reward/std"] = float(pc.stddev(scored["reward"], ddof=0).as_py() or 0.0)

@@ -4,7 +4,9 @@ The context the model continues is always the episode's own ids: the prompt, the
 sampled turn exactly as sampled (``mask`` 1, with its log-probs) and every environment turn as
 the chat template rendered it (``mask`` 0, log-prob 0). Budgets end the episode with a
 ``FinishReason``; an environment that raises, hangs or answers garbage ends it (or, for a
-failed tool call, continues with the error as observation) and never raises from here.
+failed tool call, continues with the error as observation) and never raises from here; so
+does a turn the chat template cannot extend the conversation with (sampled text that a BPE
+merges with its neighbour), as ``tool_error``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from operators.agent.deadline import CallTimeout
 from operators.agent.environment import AssistantTurn, CallRecord, Message, StepResult
 from operators.agent.params import AgentParams, FinishReason, OnToolError
 from operators.agent.parsers import ToolParser
-from operators.agent.render import ConversationTokens
+from operators.agent.render import ConversationTokens, TemplateError
 
 # (context ids, max new tokens, turn, seconds left) -> (completion, policy version)
 SampleTurn = Callable[[list[int], int, int, float | None], tuple[Any, int]]
@@ -279,8 +281,12 @@ class EpisodeRunner:
             return False
         if ends:
             return True  # the loop ends with max_turns
-        ids = convo.add_observation(observed, sampled)  # the turn's close, then the answer
         ep.messages.extend(stored_message(m) for m in observed)
+        try:
+            ids = convo.add_observation(observed, sampled)  # the turn's close, then the answer
+        except TemplateError as err:  # the render does not extend the first messages' ids
+            self._fail(ep, err, f"turn {turn_index} render")
+            return False
         total = len(ep.token_ids) + len(ids)
         if total >= self.p.max_total_tokens or (
             self.context is not None and len(ep.prompt_ids) + total >= self.context

@@ -1,6 +1,7 @@
-"""Command line: ``python -m operators.tiny_task [--task addition|code] --out DIR [--force]``.
+"""Command line: ``python -m operators.tiny_task [--task addition|code|guess|lookup] --out DIR``.
 
-Builds (or reuses) the tiny task (single-digit addition by default, or the code task) in ``DIR``
+Builds (or reuses) the tiny task (single-digit addition by default, the code task, or an agent
+task: the guessing game, tool lookups) in ``DIR``
 and prints where it is and how the warmed-up policy does at the start.
 """
 
@@ -25,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--task",
         choices=sorted(TASKS),
         default="addition",
-        help="single-digit addition (default) or function-writing code tasks",
+        help="single-digit addition (default), function-writing code tasks, or the agent tasks",
     )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     parser.add_argument("--force", action="store_true", help="rebuild even if DIR is up to date")
@@ -46,6 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for sample in warmup.get("samples", [])[:1]:
             print(f"  sample for {sample['prompt']!r}: {sample['response']!r}")
+    elif warmup and "accuracy" not in warmup:  # the agent tasks' first-turn rates
+        rates = ", ".join(f"{k} {v:.3f}" for k, v in warmup.items() if not k.endswith("loss"))
+        print(f"  warmed-up policy: {rates} (temperature 1.0)")
     elif warmup:
         print(
             f"  warmed-up policy: sampled accuracy {warmup['accuracy']:.3f}, "

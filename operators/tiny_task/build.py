@@ -23,6 +23,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from operators.tiny_task.agent.params import (
+    AGENT_BUILDER_VERSION,
+    GUESS_TASK,
+    LOOKUP_TASK,
+    AgentTaskParams,
+    GuessTaskParams,
+    LookupTaskParams,
+)
 from operators.tiny_task.coding.params import CODE_BUILDER_VERSION, CODE_TASK, CodeTaskParams
 from operators.tiny_task.params import TinyTaskParams
 
@@ -30,10 +38,12 @@ BUILDER = "operators.tiny_task"
 BUILDER_VERSION = 1
 STAMP_FILE = "build.json"
 
-TaskParams = TinyTaskParams | CodeTaskParams
-TASKS: dict[str, type[TinyTaskParams] | type[CodeTaskParams]] = {
+TaskParams = TinyTaskParams | CodeTaskParams | AgentTaskParams
+TASKS: dict[str, type[TaskParams]] = {
     "addition": TinyTaskParams,
     CODE_TASK: CodeTaskParams,
+    GUESS_TASK: GuessTaskParams,
+    LOOKUP_TASK: LookupTaskParams,
 }
 
 
@@ -45,6 +55,9 @@ def cache_key(params: TaskParams) -> dict[str, Any]:
     """
     if isinstance(params, CodeTaskParams):
         key = {"builder": BUILDER, "task": CODE_TASK, "version": CODE_BUILDER_VERSION}
+        return {**key, "params": params.to_dict()}
+    if isinstance(params, GuessTaskParams | LookupTaskParams):
+        key = {"builder": BUILDER, "task": params.task, "version": AGENT_BUILDER_VERSION}
         return {**key, "params": params.to_dict()}
     return {"builder": BUILDER, "version": BUILDER_VERSION, "params": params.to_dict()}
 
@@ -70,9 +83,19 @@ def is_built(out: Path, params: TaskParams | None = None) -> bool:
 def _build_into(root: Path, params: TaskParams) -> dict[str, Any]:
     """Writes every artefact of ``params``' task into the empty directory ``root``; returns the
     stamp."""
-    from operators.tiny_task.recipe import addition_recipe, build_task_into, code_recipe
+    from operators.tiny_task.recipe import (
+        addition_recipe,
+        agent_recipe,
+        build_task_into,
+        code_recipe,
+    )
 
-    recipe = code_recipe() if isinstance(params, CodeTaskParams) else addition_recipe()
+    if isinstance(params, GuessTaskParams | LookupTaskParams):
+        recipe = agent_recipe(params)
+    elif isinstance(params, CodeTaskParams):
+        recipe = code_recipe()
+    else:
+        recipe = addition_recipe()
     return {**cache_key(params), **build_task_into(root, params, recipe)}
 
 

@@ -56,6 +56,29 @@ def code_recipe() -> TaskRecipe:
     )
 
 
+def agent_recipe(params: Any) -> TaskRecipe:
+    """The tiny agent tasks (``guess``, ``lookup``): see :mod:`operators.tiny_task.agent`."""
+    from operators.tiny_task.agent import evaluate, problems, warmup
+    from operators.tiny_task.agent.params import GuessTaskParams
+    from operators.tiny_task.agent.tokenizer import train_agent_tokenizer
+    from operators.tiny_task.dataset import write_split
+
+    if isinstance(params, GuessTaskParams):
+        rows = partial(problems.guess_problems, params.low, params.high, params.copies)
+        score = evaluate.evaluate_guess
+    else:
+        rows = partial(problems.lookup_problems, params.keys, params.rows_per_key)
+        score = evaluate.evaluate_lookup
+    return TaskRecipe(
+        rows,
+        lambda: problems.corpus_lines(rows(), calls=not isinstance(params, GuessTaskParams)),
+        train_agent_tokenizer,
+        partial(warmup.warm_up, task=params),
+        score,
+        partial(write_split, data_source=params.task),
+    )
+
+
 def build_task_into(root: Path, params: Any, recipe: TaskRecipe) -> dict[str, Any]:
     """Write model, tokenizer and splits into the empty directory `root`; return what the
     build measured (for build.json)."""

@@ -18,6 +18,14 @@ EOS_TOKEN = "<eos>"
 BOS_TOKEN = "<bos>"
 UNK_TOKEN = "<unk>"
 SPECIAL_TOKENS = [PAD_TOKEN, EOS_TOKEN, BOS_TOKEN, UNK_TOKEN]
+# the tokenizer keywords every tiny task's tokenizer is built with
+TOKENIZER_KWARGS = {
+    "bos_token": BOS_TOKEN,
+    "eos_token": EOS_TOKEN,
+    "pad_token": PAD_TOKEN,
+    "unk_token": UNK_TOKEN,
+    "padding_side": "left",
+}
 
 CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
 
@@ -37,14 +45,6 @@ def train_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerFast:
 def wrap_for_transformers(raw: Tokenizer, **kwargs: object) -> PreTrainedTokenizerFast:
     """A trained ``tokenizers`` object as a ``transformers`` tokenizer with the tiny tasks'
     special tokens, left padding and the concatenating chat template."""
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw,
-        bos_token=BOS_TOKEN,
-        eos_token=EOS_TOKEN,
-        pad_token=PAD_TOKEN,
-        unk_token=UNK_TOKEN,
-        padding_side="left",
-        **kwargs,
-    )
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, **TOKENIZER_KWARGS, **kwargs)
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -47,8 +48,12 @@ def supervised_batch(
         ids = prompt + answer + [tokenizer.eos_token_id]
         labels = [IGNORE_INDEX] * len(prompt) + answer + [tokenizer.eos_token_id]
         rows.append((ids, labels))
+    return padded_batch(rows, tokenizer.pad_token_id)
+
+
+def padded_batch(rows: Sequence[tuple[list[int], list[int]]], pad: int) -> dict[str, torch.Tensor]:
+    """(ids, labels) rows right-padded into ``input_ids``/``attention_mask``/``labels``."""
     width = max(len(ids) for ids, _ in rows)
-    pad = tokenizer.pad_token_id
     input_ids = [ids + [pad] * (width - len(ids)) for ids, _ in rows]
     labels = [lab + [IGNORE_INDEX] * (width - len(lab)) for _, lab in rows]
     mask = [[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows]
@@ -60,12 +65,18 @@ def supervised_batch(
 
 
 def smoothed_digit_loss(
-    logits: torch.Tensor, labels: torch.Tensor, digit_ids: torch.Tensor, smoothing: float
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    digit_ids: torch.Tensor,
+    smoothing: float | torch.Tensor,
 ) -> torch.Tensor:
     """Mean next-token loss; digit targets smoothed over ``digit_ids``, others one-hot.
 
     ``logits[:, t]`` predicts ``labels[:, t + 1]`` (the usual causal shift is done here).
+    ``smoothing`` is one value, or one per label position (shaped like ``labels``).
     """
+    if isinstance(smoothing, torch.Tensor):
+        smoothing = smoothing[:, 1:]
     logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)
     targets = labels[:, 1:]
     valid = targets != IGNORE_INDEX
@@ -88,7 +99,18 @@ def warm_up(
     params: WarmupParams,
 ) -> list[float]:
     """Trains ``model`` in place on ``problems``; returns the loss of every step."""
-    batch = supervised_batch(tokenizer, problems)
+    return train_on_batch(model, supervised_batch(tokenizer, problems), tokenizer, params)
+
+
+def train_on_batch(
+    model: PreTrainedModel,
+    batch: dict[str, torch.Tensor],
+    tokenizer: PreTrainedTokenizerBase,
+    params: Any,
+) -> list[float]:
+    """Full-batch AdamW steps on ``batch`` with the smoothed digit loss (``params``: steps,
+    learning_rate, weight_decay, seed, and digit_smoothing unless ``batch`` holds a
+    per-position ``smoothing``); returns the loss of every step."""
     digits = digit_token_ids(tokenizer)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=params.learning_rate, weight_decay=params.weight_decay
@@ -101,7 +123,8 @@ def warm_up(
             logits = model(
                 input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
             ).logits
-            loss = smoothed_digit_loss(logits, batch["labels"], digits, params.digit_smoothing)
+            smoothing = batch["smoothing"] if "smoothing" in batch else params.digit_smoothing
+            loss = smoothed_digit_loss(logits, batch["labels"], digits, smoothing)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
