@@ -86,10 +86,15 @@ class ConversationTokens:
     def _after_content(self, ids: list[int], content: str) -> list[int]:
         """The template's ids after the turn's content (the model sampled ids its tokenizer
         would not produce for the same text): the tail of ``ids`` that follows the shortest
-        head decoding to the content."""
+        head decoding to the content. TemplateError when no head does: the template's ids
+        merge the turn's text with what follows it, so no ids of the environment's alone
+        exist."""
         tok = self.tokenizer
         target = tok.decode(tok.encode(content, add_special_tokens=False))
         for m in range(len(ids) + 1):
             if tok.decode(ids[:m], skip_special_tokens=True).endswith(target):
                 return ids[m:]
-        return []
+        raise TemplateError(
+            f"the chat template's tokens merge the model's turn {content[-40:]!r} with what "
+            f"follows it: no tokens of the environment's answer alone"
+        )
