@@ -1,51 +1,37 @@
 """Built-in operators: the components a pipeline's nodes run. They know nothing of Prefect.
 
-Importing this package registers them (it is the `rldag.operators` entry point).
+Importing this package registers them (it is the `rldag.operators` entry point) by name, kind
+and the path of their definition: a module is imported when a node uses its operator.
 """
 
-from operators.advantage import ADVANTAGE, GRPO_ADVANTAGE
-from operators.agent.loop import AGENT_LOOP
-from operators.data.dataset import DATASET
-from operators.data.hf_dataset import HF_DATASET
-from operators.dynamic_sampling import DYNAMIC_SAMPLING
-from operators.generate import TORCH_ENGINE
-from operators.kl_reward import KL_REWARD
-from operators.overlong_penalty import OVERLONG_PENALTY
-from operators.reward_service.combine import COMBINE
-from operators.reward_service.llm_judge import LLM_JUDGE
-from operators.reward_service.remote import REMOTE
-from operators.reward_service.reward_model import REWARD_MODEL
 from operators.rewards.arithmetic import compute_score as arithmetic_score
-from operators.rewards.pass_rate import PASS_RATE
-from operators.sandbox_exec import SANDBOX_PYTHON
 from operators.score import score_operator
-from operators.train.critic import CRITIC, VALUES
-from operators.train.policy_gradient import POLICY_GRADIENT
-from operators.train.reference import REFERENCE_LOGPROBS
-from rldag.registry import register, register_adapter
+from rldag.registry import register, register_adapter, register_path
 from rldag.spec import NodeKind
 
-for _op in (
-    DATASET,
-    HF_DATASET,
-    TORCH_ENGINE,
-    AGENT_LOOP,
-    SANDBOX_PYTHON,
-    PASS_RATE,
-    GRPO_ADVANTAGE,
-    ADVANTAGE,
-    POLICY_GRADIENT,
-    REFERENCE_LOGPROBS,
-    KL_REWARD,
-    DYNAMIC_SAMPLING,
-    OVERLONG_PENALTY,
-    VALUES,
-    CRITIC,
-    REWARD_MODEL,
-    LLM_JUDGE,
-    REMOTE,
-    COMBINE,
-):
-    register(_op)
+BUILTIN = {
+    "dataset": (NodeKind.source, "operators.data.dataset:DATASET"),
+    "hf_dataset": (NodeKind.source, "operators.data.hf_dataset:HF_DATASET"),
+    "torch_engine": (NodeKind.generate, "operators.generate:TORCH_ENGINE"),
+    "agent_loop": (NodeKind.generate, "operators.agent.loop:AGENT_LOOP"),
+    "sandbox.python": (NodeKind.sandbox, "operators.sandbox_exec:SANDBOX_PYTHON"),
+    "pass_rate": (NodeKind.score, "operators.rewards.pass_rate:PASS_RATE"),
+    "grpo_advantage": (NodeKind.transform, "operators.advantage:GRPO_ADVANTAGE"),
+    "advantage": (NodeKind.transform, "operators.advantage:ADVANTAGE"),
+    "policy_gradient": (NodeKind.train, "operators.train.policy_gradient:POLICY_GRADIENT"),
+    "reference_logprobs": (NodeKind.transform, "operators.train.reference:REFERENCE_LOGPROBS"),
+    "kl_reward": (NodeKind.transform, "operators.kl_reward:KL_REWARD"),
+    "dynamic_sampling": (NodeKind.transform, "operators.dynamic_sampling:DYNAMIC_SAMPLING"),
+    "overlong_penalty": (NodeKind.transform, "operators.overlong_penalty:OVERLONG_PENALTY"),
+    "values": (NodeKind.transform, "operators.train.critic:VALUES"),
+    "critic": (NodeKind.train, "operators.train.critic:CRITIC"),
+    "reward_model": (NodeKind.score, "operators.reward_service.reward_model:REWARD_MODEL"),
+    "llm_judge": (NodeKind.score, "operators.reward_service.llm_judge:LLM_JUDGE"),
+    "remote": (NodeKind.score, "operators.reward_service.remote:REMOTE"),
+    "combine": (NodeKind.transform, "operators.reward_service.combine:COMBINE"),
+}
+
+for _name, (_kind, _path) in BUILTIN.items():
+    register_path(_name, _kind, _path)
 register(score_operator("arithmetic", arithmetic_score))
 register_adapter(NodeKind.score, score_operator)
