@@ -53,24 +53,61 @@ def _iterations_done(storage: Path) -> tuple[int, list[float]]:
     return len(times), times
 
 
-INLINE = """
-import sys
+# The driver: `rldag run` (or, "inline", the same loop without Prefect); with a first traced
+# iteration > 0, under tracemalloc, printing (to stderr) the top tracebacks of what was
+# allocated between the end of that iteration and the end of the last one and is still alive.
+DRIVER = """
+import gc, sys, tracemalloc
+from rldag.events import IterationFinished, add_listener
+first, last, frames, mode = int(sys.argv[1]), int(sys.argv[2]) - 1, int(sys.argv[3]), sys.argv[4]
+snapshots = {}
+def snap(event):
+    if isinstance(event, IterationFinished) and event.iteration in (first, last):
+        gc.collect()
+        own = tracemalloc.Filter(False, tracemalloc.__file__)
+        snapshots[event.iteration] = tracemalloc.take_snapshot().filter_traces([own])
+        if len(snapshots) == 2:
+            diff = snapshots[last].compare_to(snapshots[first], "traceback")
+            grown = sum(d.size_diff for d in diff) / 2**20
+            lines = [f"{d}\\n  " + "\\n  ".join(d.traceback.format()[::-1]) for d in diff[:25]]
+            print(f"tracemalloc: {grown:+.2f} MB between iterations {first} and {last}:",
+                  *lines, sep="\\n", file=sys.stderr, flush=True)
+if first > 0:
+    add_listener(snap)
+    tracemalloc.start(frames)
+if mode == "prefect":
+    from flows.cli import main
+    sys.exit(main(["run", *sys.argv[5:]]))
 from rldag.graph import build_graph
 from rldag.run import Run
 from rldag.spec import load_pipeline
-loaded = load_pipeline(sys.argv[1], sys.argv[2:])
+loaded = load_pipeline(sys.argv[5], sys.argv[6:])
 Run.start(loaded, build_graph(loaded)).run_inline()
 """
 
 
-def soak(iterations: int, max_minutes: float, storage: Path, inline: bool = False) -> dict:
+def soak(
+    iterations: int,
+    max_minutes: float,
+    storage: Path,
+    inline: bool = False,
+    trace_from: int = 0,
+    trace_frames: int = 1,
+    overrides: tuple[str, ...] = (),
+) -> dict:
     """Run and sample; `inline`: the same loop without Prefect (rldag.driver's threads), to
-    tell the orchestrator's growth from the core's."""
-    overrides = [f"iterations={iterations}", f"storage.uri={storage}", "checkpoint.export_hf=false"]
+    tell the orchestrator's growth from the core's; `trace_from` > 0: the driver runs under
+    tracemalloc and prints what it allocated from that iteration on."""
+    overrides = (
+        f"iterations={iterations}",
+        f"storage.uri={storage}",
+        "checkpoint.export_hf=false",
+        *overrides,
+    )
     pipeline = str(ROOT / "pipeline.yaml")
-    cmd = [sys.executable, "-m", "flows.cli", "run", pipeline, *overrides]
-    if inline:
-        cmd = [sys.executable, "-c", INLINE, pipeline, *overrides]
+    mode = "inline" if inline else "prefect"
+    traced = [str(trace_from), str(iterations), str(trace_frames), mode]
+    cmd = [sys.executable, "-c", DRIVER, *traced, pipeline, *overrides]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, start_new_session=True
@@ -142,9 +179,26 @@ def main() -> None:
     parser.add_argument("--png", type=Path, default=ROOT / "docs" / "soak.png")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--inline", action="store_true", help="without Prefect (comparison)")
+    parser.add_argument(
+        "--trace-from",
+        type=int,
+        default=0,
+        metavar="I",
+        help="run the driver under tracemalloc; print what it allocated after iteration I",
+    )
+    parser.add_argument("--trace-frames", type=int, default=1, help="frames per traceback")
+    parser.add_argument("overrides", nargs="*", help="pipeline overrides, e.g. ray.enabled=false")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rldag-soak-") as tmp:
-        result = soak(args.iterations, args.max_minutes, Path(tmp), args.inline)
+        result = soak(
+            args.iterations,
+            args.max_minutes,
+            Path(tmp),
+            args.inline,
+            args.trace_from,
+            args.trace_frames,
+            tuple(args.overrides),
+        )
     if args.json:
         args.json.write_text(json.dumps(result))
     plot(result, args.png)

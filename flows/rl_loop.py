@@ -12,11 +12,13 @@ a thread is free.
 from __future__ import annotations
 
 import contextvars
+import logging
 import queue
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from prefect import Task, flow
@@ -27,6 +29,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 from pydantic import Field
 
+from flows.api_outage import best_effort, outage_message, unreachable, wait_for_api
 from flows.artifacts import Progress, publish_iteration, publish_reward_curve
 from flows.pipeline_param import pipeline_file
 from flows.run_logs import forward_rldag_logs
@@ -40,6 +43,8 @@ from rldag.run import EdgeHandle, Run
 from rldag.scheduler import Step
 from rldag.spec import load_pipeline
 from tasks.nodes import node_task
+
+log = logging.getLogger("rldag.prefect")
 
 
 @dataclass
@@ -55,6 +60,15 @@ class _Close:
     rollouts: Sequence[dict] = ()
 
 
+@dataclass
+class _Inbox:
+    """What the driver sends an iteration's subflow, and how far the subflow got."""
+
+    items: queue.Queue = field(default_factory=queue.Queue)
+    serving: bool = False  # the subflow has started and takes steps
+    closed: bool = False  # it has taken the iteration's _Close
+
+
 class PrefectLauncher:
     """Launches the driver's steps as task runs inside their iteration's subflow."""
 
@@ -64,7 +78,7 @@ class PrefectLauncher:
             name: node_task(run, node) for name, node in run.graph.nodes.items()
         }
         self.progress = Progress(run)
-        self._inboxes: dict[int, queue.Queue] = {}
+        self._inboxes: dict[int, _Inbox] = {}  # iterations whose subflow has not ended
         # Subflows run on k + 1 long-lived threads (a new thread per subflow cost ~2.2 s of
         # Prefect client start-up each; two threads for k = 0 stalled ~2 s more often).
         self._subflows = ThreadPoolExecutor(run.max_staleness + 1, "rldag-iteration")
@@ -73,9 +87,9 @@ class PrefectLauncher:
         self._lock = threading.Lock()
         workers = len(run.graph.nodes) + 1  # every node of an iteration may run at once
 
-        def iteration_flow(run_id: str, iteration: int, max_staleness: int) -> int:
+        def iteration_flow(run_id: str, iteration: int, max_staleness: int) -> None:
             """Run the iteration's nodes as the run's scheduler starts them."""
-            return self._serve(iteration)
+            self._serve(iteration, self._inboxes[iteration])
 
         self._flow = flow(
             iteration_flow,
@@ -85,26 +99,57 @@ class PrefectLauncher:
             persist_result=False,
         )
 
-    def _inbox(self, iteration: int) -> queue.Queue:
+    def _inbox(self, iteration: int) -> _Inbox:
         """The iteration's subflow (started on first use, and the next one with it)."""
         for i in (iteration, iteration + 1):
             if i not in self._inboxes and i < self.run.loaded.spec.iterations:
-                self._inboxes[i] = queue.Queue()
+                self._inboxes[i] = _Inbox()
                 context = contextvars.copy_context()  # the run's flow: subflows are its children
+                self._running = [f for f in self._running if not f.done()]
                 self._running.append(self._subflows.submit(context.run, self._subflow, i))
         return self._inboxes[iteration]
 
     def _subflow(self, iteration: int) -> None:
-        with without_heartbeats():
-            try:
-                self._flow(self.run.run_id, iteration, self.run.max_staleness)
-            except RunError:  # the subflow is marked failed; the driver reports the cause
-                pass
-
-    def _serve(self, iteration: int) -> int:
+        """Run the iteration's subflow. One that could not start because the Prefect API was
+        unreachable is started again once the API answers (within faults.prefect_outage_s);
+        one that cannot run fails the steps sent to it, naming the cause."""
         inbox = self._inboxes[iteration]
+        deadline = time.monotonic() + self.run.loaded.spec.faults.prefect_outage_s
+        try:
+            while not self._run_subflow(iteration, inbox, deadline):
+                log.warning("iteration %d: the Prefect API is back, its subflow starts", iteration)
+        finally:
+            self._inboxes.pop(iteration, None)
+
+    def _run_subflow(self, iteration: int, inbox: _Inbox, deadline: float) -> bool:
+        """One attempt at the subflow: False when it could not start and the API is back."""
+        try:
+            with without_heartbeats():
+                self._flow(self.run.run_id, iteration, self.run.max_staleness)
+        except RunError:  # the subflow is marked failed; the driver reports the cause
+            pass
+        except Exception as err:
+            down = unreachable(err)
+            if down and not inbox.serving:
+                log.warning("iteration %d: %s; waiting for it", iteration, outage_message(err))
+                if wait_for_api(deadline):
+                    return False
+            where = f"iteration {iteration}"
+            error = self._failure(where, err)
+            _refuse(inbox, error if down else RunError(f"{where}: its subflow failed: {err!r}"))
+        return True
+
+    def _failure(self, where: str, err: BaseException) -> BaseException:
+        """The error a step gets when Prefect, not the node, failed."""
+        if isinstance(err, RunError) or not unreachable(err):
+            return err
+        resume = f"rldag run --resume {self.run.run_id} continues from the last checkpoint"
+        return RunError(f"{where}: {outage_message(err)}; {resume}")
+
+    def _serve(self, iteration: int, inbox: _Inbox) -> None:
+        inbox.serving = True
         runner = FlowRunContext.get().task_runner
-        while not isinstance(item := inbox.get(), _Close):
+        while not isinstance(item := inbox.items.get(), _Close):
             with self._lock:
                 upstream = {
                     TaskRunResult(id=self._task_runs[h.step].task_run_id)
@@ -114,45 +159,59 @@ class PrefectLauncher:
             # quote: the edges are exactly `upstream` (Prefect would also link any task whose
             # result shares an object with these handles, such as the run id string)
             params = {"iteration": iteration, "inputs": quote(dict(item.inputs))}
-            future = runner.submit(
-                self.tasks[item.step.node], params, dependencies={"inputs": upstream}
-            )
+            try:
+                future = runner.submit(
+                    self.tasks[item.step.node], params, dependencies={"inputs": upstream}
+                )
+            except BaseException as err:  # the driver waits for this step: tell it
+                item.result.set_exception(err)
+                raise
             with self._lock:
                 self._task_runs[item.step] = future
-            future.add_done_callback(lambda f, result=item.result: _settle(f, result))
+            future.add_done_callback(lambda f, item=item: self._settle(f, item))
+        inbox.closed = True
         if item.metrics is None:
             raise RunError(f"iteration {iteration} did not finish: the run stopped")
-        publish_iteration(self.run, iteration, item.metrics, item.rollouts)
-        return iteration
+        what = f"the artifacts of iteration {iteration}"
+        best_effort(what, publish_iteration, self.run, iteration, item.metrics, item.rollouts)
+
+    def _settle(self, future: PrefectFuture, item: _Launch) -> None:
+        """Hand a task run's outcome to the driver; a task run lost with the Prefect API is a
+        RunError naming the server (the run stops resumably)."""
+        try:
+            item.result.set_result(future.result())
+        except BaseException as err:  # the step's RunError, as the inline driver raises it
+            where = f"node '{item.step.node}' (iteration {item.step.iteration})"
+            item.result.set_exception(self._failure(where, err))
 
     def launch(self, step: Step, inputs: Mapping[str, EdgeHandle]) -> Future[EdgeHandle]:
         result: Future[EdgeHandle] = Future()
-        self._inbox(step.iteration).put(_Launch(step, inputs, result))
+        self._inbox(step.iteration).items.put(_Launch(step, inputs, result))
         return result
 
     def iteration_finished(
         self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict], in_flight: int
     ) -> None:
-        self._inbox(iteration).put(_Close(metrics, rollouts))
+        self._inbox(iteration).items.put(_Close(metrics, rollouts))
         with self._lock:
             for step in [s for s in self._task_runs if s.iteration == iteration]:
                 del self._task_runs[step]
-        self.progress.update(iteration + 1, in_flight, metrics.get("staleness/max", 0.0))
+        staleness = metrics.get("staleness/max", 0.0)
+        best_effort("the progress", self.progress.update, iteration + 1, in_flight, staleness)
 
     def close(self, failed: bool) -> None:
-        for inbox in self._inboxes.values():
-            inbox.put(_Close(None))  # ends subflows of iterations that never finished
+        for inbox in list(self._inboxes.values()):
+            inbox.items.put(_Close(None))  # ends subflows of iterations that never finished
         wait(self._running)
         self._subflows.shutdown()
-        publish_reward_curve(self.run)
+        best_effort("the reward curve", publish_reward_curve, self.run)
 
 
-def _settle(future: PrefectFuture, result: Future[EdgeHandle]) -> None:
-    """Hand a task run's outcome to the driver."""
-    try:
-        result.set_result(future.result())
-    except BaseException as err:  # the step's RunError, as the inline driver raises it
-        result.set_exception(err)
+def _refuse(inbox: _Inbox, error: RunError) -> None:
+    """Fail every step sent to an iteration whose subflow cannot serve it, until the
+    iteration is closed (at once if it already was)."""
+    while not inbox.closed and not isinstance(item := inbox.items.get(), _Close):
+        item.result.set_exception(error)
 
 
 def run_iterations(run: Run, first: int = 0) -> str:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
+from functools import partial
 from typing import Protocol
 
 from rldag import checkpoints
@@ -98,7 +100,7 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
                 scheduler.finish(step)
             while closing < last and scheduler.iteration_finished(closing):
                 in_flight = len({s.iteration for s in pending.values()})
-                seconds = time.perf_counter() - started[closing]
+                seconds = time.perf_counter() - started.pop(closing)
                 _close_iteration(run, launcher, closing, seconds, in_flight)
                 emit(IterationFinished(run.run_id, closing, run.metrics[-1], in_flight))
                 for name in run.graph.order:
@@ -109,17 +111,24 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
         failed = False
     finally:
         wait(pending, timeout=SETTLE_S)
-        try:
-            try:
-                store_reward_curve(run)  # also for a failed run: the iterations it finished
-            except OSError as err:  # storage broke: the run's own error says so, keep it
-                if not failed:
-                    raise
-                log.warning("could not store the reward curve of run %s: %s", run.run_id, err)
-            launcher.close(failed)
-        finally:
-            run.close()
-            emit(RunEnded(run.run_id, run.uri, failed))
+        with ExitStack() as closing_steps:  # each runs even when one before it raises
+            closing_steps.callback(emit, RunEnded(run.run_id, run.uri, failed))
+            closing_steps.callback(_closing, run, failed, "closing", run.close)
+            launched = partial(launcher.close, failed)
+            closing_steps.callback(_closing, run, failed, "closing the launcher of", launched)
+            curve = partial(store_reward_curve, run)  # also a failed run's: what it finished
+            _closing(run, failed, "storing the reward curve of", curve)
+
+
+def _closing(run: Run, failed: bool, what: str, step: Callable[[], object]) -> None:
+    """One closing step; in a failed run its own failure (storage gone, say) is a warning, so
+    the run's error is the one reported."""
+    try:
+        step()
+    except Exception as err:
+        if not failed:
+            raise
+        log.warning("%s run %s failed too: %s", what, run.run_id, err)
 
 
 def _raise_root_cause(pending: Mapping[Future[EdgeHandle], Step]) -> None:

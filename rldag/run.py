@@ -8,6 +8,7 @@ scheduler starts a step and `execute` with the handles of its inputs.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -258,7 +259,7 @@ class Run:
         sync_s = self._sync_s.pop(iteration, 0.0)
         row |= iteration_metrics(self.graph, tables, node_s, sync_s, iteration)
         row["timing_s/iteration"] = seconds
-        self.metrics.append(row)
+        self.metrics.append({sys.intern(k): v for k, v in row.items()})  # one copy of each key
         keys = list(dict.fromkeys(k for r in self.metrics for k in r))
         table = pa.table({k: [r.get(k) for r in self.metrics] for k in keys})
         table = table.set_column(0, "iteration", table["iteration"].cast(pa.int64()))

@@ -161,7 +161,7 @@ class RunLock:
         released, self._owner = LockOwner(**{**asdict(self._owner), "released": True}), None
         try:
             self.storage.write_bytes(self._rel(self.epoch), _dump(released))
-        except OSError as err:  # storage full or gone: the dead pid or the lease frees it
+        except Exception as err:  # storage full or gone: the dead pid or the lease frees it
             log.warning("could not mark the lock of run %s released: %s", self.run_id, err)
 
 

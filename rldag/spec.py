@@ -320,9 +320,9 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
     check_trackers(spec.trackers, where)
     _check_weights(spec.weights, where)
     _check_pools(spec, where)
-    if spec.faults.max_restarts < 0:
-        message = f"must be >= 0, got {spec.faults.max_restarts}"
-        raise SpecError(message, path="faults.max_restarts", where=where)
+    for key in ("max_restarts", "prefect_outage_s"):
+        if (value := getattr(spec.faults, key)) < 0:
+            raise SpecError(f"must be >= 0, got {value}", path=f"faults.{key}", where=where)
 
 
 def _check_pools(spec: PipelineSpec, where: str) -> None:
@@ -379,3 +379,4 @@ class FaultsSpec:
     """What a run does when a pool worker's process dies (README: Faults and recovery)."""
 
     max_restarts: int = 3  # per run: stateless workers restarted (and their call re-run)
+    prefect_outage_s: float = 120.0  # how long a run waits for an unreachable Prefect API

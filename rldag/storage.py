@@ -112,7 +112,8 @@ class Storage:
         path = self._path(rel)
         parent = path.rsplit("/", 1)[0]
         if not self.local:
-            self.fs.pipe_file(path, data)  # a PUT (or multipart upload) appears whole
+            with self._naming(rel):
+                self.fs.pipe_file(path, data)  # a PUT (or multipart upload) appears whole
             return
         tmp = f"{parent}/.tmp-{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
         try:
@@ -226,7 +227,19 @@ class Storage:
             return
         with tempfile.TemporaryDirectory(prefix="rldag-upload-") as tmp:
             yield tmp
-            self.fs.put(f"{tmp}/", self._path(rel), recursive=True)
+            with self._naming(rel):
+                self.fs.put(f"{tmp}/", self._path(rel), recursive=True)
+
+    @contextmanager
+    def _naming(self, rel: str) -> Iterator[None]:
+        """An object store's failed write as an OSError naming what could not be written (its
+        endpoint errors name a URL, not the run's file)."""
+        try:
+            yield
+        except OSError as err:
+            raise OSError(err.errno, f"cannot write {self.uri(rel)}: {err}") from err
+        except Exception as err:  # botocore's connection errors are no OSErrors
+            raise OSError(f"cannot write {self.uri(rel)}: {err}") from err
 
     @contextmanager
     def fetch_dir(self, rel: str) -> Iterator[str]:
