@@ -16,7 +16,20 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-PRELOAD = ["torch", "torch.distributed.fsdp", "transformers", "operators"]
+PRELOAD = [  # what the rank targets' modules import (operators load lazily)
+    "torch",
+    "torch.distributed.fsdp",
+    "transformers",
+    "operators.generate",
+    "operators.train.critic",
+    "operators.train.policy_gradient",
+]
+
+
+def forkserver() -> multiprocessing.context.BaseContext:
+    """The multiprocessing context whose processes fork from the preloaded forkserver."""
+    multiprocessing.set_forkserver_preload(PRELOAD)  # read when the server first starts
+    return multiprocessing.get_context("forkserver")
 
 
 def run_ranks(target: Callable[..., None], *args: object, nprocs: int = 2) -> None:
@@ -25,7 +38,7 @@ def run_ranks(target: Callable[..., None], *args: object, nprocs: int = 2) -> No
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    multiprocessing.set_forkserver_preload(PRELOAD)  # read when the server first starts
+    forkserver()
     args = (nprocs, port, target, args)
     mp.start_processes(_rank, args=args, nprocs=nprocs, start_method="forkserver")
 

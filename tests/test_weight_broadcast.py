@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from rldag.shared_buckets import has_room
 from rldag.weight_buckets import Bucket, flatten_into, plan_buckets, unflatten
+from tests.gloo_ranks import forkserver
 
 RECEIVERS = 2
 MODES = {"shared_memory": True, "sockets": False}
@@ -118,7 +118,7 @@ def received(tmp_path_factory) -> list[dict]:
     tmp = tmp_path_factory.mktemp("broadcast")
     shm = Path(tempfile.mkdtemp(prefix="rldag-test-", dir="/dev/shm"))
     (tmp / "got.shm").symlink_to(shm)  # the members' shared directory, on tmpfs
-    ctx = mp.get_context("spawn")
+    ctx = forkserver()  # members fork from the preloaded server
     procs = [
         ctx.Process(target=_member, args=(r, str(tmp / "port"), str(tmp / "got")))
         for r in range(RECEIVERS + 1)
