@@ -28,7 +28,7 @@ def test_binary_search_finds_the_secret_with_higher_lower_feedback():
     assert (first.reward, first.done, first.info) == (
         0.0,
         False,
-        {"guess": 5, "guesses": 1, "secret": 7},
+        {"guess": 5, "guesses": 1, "secret": 7, "consistent": True},
     )
     assert guess(game, "<think>maybe 2</think>8").observation[0]["content"] == "lower"
     right = guess(game, "then 6, no: 7")  # the last number said is the guess
@@ -40,9 +40,33 @@ def test_a_turn_without_a_number_in_range_is_invalid_and_costs_a_guess():
     game = GuessingGame(low=1, high=9, max_guesses=3, invalid="say 1..9")
     game.reset({"ground_truth": 2})
     assert guess(game, "no idea").observation[0]["content"] == "say 1..9"
-    assert guess(game, "12").info == {"guess": None, "guesses": 2, "secret": 2}
+    assert guess(game, "12").info == {
+        "guess": None,
+        "guesses": 2,
+        "secret": 2,
+        "consistent": False,
+    }
     last = guess(game, "3")  # the third wrong guess ends it with nothing
     assert (last.reward, last.done, last.info["solved"]) == (0.0, True, False)
+
+
+def test_a_guess_the_replies_rule_out_is_marked_and_loses_a_strict_game():
+    lenient = GuessingGame(low=0, high=9, max_guesses=4)
+    lenient.reset({"ground_truth": "6"})
+    assert [guess(lenient, g).info["consistent"] for g in ("3", "2", "8", "9")] == [
+        True,
+        False,  # below 3, after "higher"
+        True,
+        False,  # above 8, after "lower"
+    ]
+    strict = GuessingGame(low=0, high=9, max_guesses=4, turn_penalty=0.0, strict=True)
+    for played, reward in (("3 7 5 6", 1.0), ("3 3", 0.0), ("5 7 6", 1.0), ("5 4", 0.0)):
+        strict.reset({"ground_truth": "6"})
+        results = [guess(strict, g) for g in played.split()]
+        assert [r.done for r in results] == [False] * (len(results) - 1) + [True], played
+        assert results[-1].reward == reward, played
+    strict.reset({"ground_truth": "6"})
+    assert guess(strict, "none").done  # an invalid guess rules out nothing but loses too
 
 
 def test_feedback_texts_the_secret_column_and_the_intro_are_settable():

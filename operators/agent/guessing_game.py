@@ -6,7 +6,9 @@ turn's last integer (outside ``<think>``) is a guess; a wrong guess is answered 
 vocabulary can read them), a turn without a number in ``low..high`` is answered ``invalid``
 and still costs its guess. Guessing right ends the episode with reward
 ``1 - turn_penalty * (guesses - 1)`` (fewer turns are better; the default penalty is
-``1 / max_guesses``); ``max_guesses`` wrong ones end it with 0. Used as
+``1 / max_guesses``); ``max_guesses`` wrong ones end it with 0. With ``strict``, a guess the
+replies so far already rule out (a repeat, one on the wrong side of a reply, an invalid one)
+loses at once with 0: only play that uses the feedback can win. Used as
 ``environment: operators.agent.guessing_game:GuessingGame``.
 """
 
@@ -41,6 +43,7 @@ class GuessingGame:
         invalid: str = "invalid",
         intro: str = "",
         turn_penalty: float | None = None,
+        strict: bool = False,
     ) -> None:
         check_positive("env_params.max_guesses", max_guesses)
         if low > high:
@@ -51,8 +54,10 @@ class GuessingGame:
         self.intro = intro
         self.turn_penalty = 1.0 / max_guesses if turn_penalty is None else turn_penalty
         check_positive("env_params.turn_penalty", self.turn_penalty, allow_zero=True)
+        self.strict = strict
         self.secret = low
         self.guesses = 0
+        self.possible = (low, high)  # the secrets the replies so far leave
 
     def reset(self, row: Mapping[str, Any]) -> list[Message]:
         """Read the secret from the row; the intro (if any) is the first observation."""
@@ -67,6 +72,7 @@ class GuessingGame:
                 f"{self.low}..{self.high}"
             )
         self.secret, self.guesses = secret, 0
+        self.possible = (self.low, self.high)
         return [{"role": "user", "content": self.intro}] if self.intro else []
 
     def _guess(self, text: str) -> int | None:
@@ -78,16 +84,25 @@ class GuessingGame:
         """Judge one guess: the reward and the end when right, else higher/lower/invalid."""
         self.guesses += 1
         guess = self._guess(turn.text)
-        info = {"guess": guess, "guesses": self.guesses, "secret": self.secret}
+        lowest, highest = self.possible
+        consistent = guess is not None and lowest <= guess <= highest
+        info = {
+            "guess": guess,
+            "guesses": self.guesses,
+            "secret": self.secret,
+            "consistent": consistent,
+        }
         if guess == self.secret:
             reward = success_reward(self.guesses, self.turn_penalty)
             return StepResult(reward=reward, done=True, info={**info, "solved": True})
-        if self.guesses >= self.max_guesses:
+        if self.guesses >= self.max_guesses or (self.strict and not consistent):
             return StepResult(done=True, info={**info, "solved": False})
         if guess is None:
             reply = "invalid"
+        elif self.secret > guess:
+            reply, self.possible = "higher", (max(lowest, guess + 1), highest)
         else:
-            reply = "higher" if self.secret > guess else "lower"
+            reply, self.possible = "lower", (lowest, min(highest, guess - 1))
         return StepResult(observation=[{"role": "user", "content": self.replies[reply]}], info=info)
 
     def close(self) -> None:
