@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from rldag import registry
 from rldag.errors import GraphError
 from rldag.registry import operator_names, register_path, resolve
 from rldag.spec import NodeKind
@@ -40,7 +41,8 @@ def test_the_unknown_operator_error_lists_the_known_ones_of_its_kind():
     assert "torch_engine" in operator_names()
 
 
-def test_a_path_that_is_not_the_named_operator_is_refused():
+def test_a_path_that_is_not_the_named_operator_is_refused(monkeypatch):
+    monkeypatch.setattr(registry, "_PATHS", dict(registry._PATHS))  # no name left behind
     register_path("test_misnamed", NodeKind.transform, "operators.advantage:GRPO_ADVANTAGE")
     with pytest.raises(GraphError, match="is not the transform operator 'test_misnamed'"):
         resolve("test_misnamed", NodeKind.transform)
