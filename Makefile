@@ -3,8 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+MODELS := model-addition model-reward model-lookup model-guess
 
-.PHONY: run test lint test-fast model system-deps clean
+.PHONY: run test lint test-fast model $(MODELS) system-deps clean
 
 # The venv: the project editable, with torch pinned to the CPU wheel (constraints.txt).
 $(STAMP): pyproject.toml constraints.txt
@@ -19,11 +20,20 @@ system-deps:
 	sh scripts/install-system-deps.sh
 
 # The tiny default model, tokenizer and addition data, the tiny reward model and the tiny
-# agent tasks (deterministic, cached).
-model: $(STAMP)
+# agent tasks (deterministic, cached). One target per build, so `make -j3 model` builds
+# them side by side (each trains on one thread); the reward model needs the tokenizer.
+model: $(MODELS)
+
+model-addition: $(STAMP)
 	$(BIN)/python -m operators.tiny_task --out .cache/tiny
+
+model-reward: model-addition
 	$(BIN)/python -m operators.tiny_task.reward_model --out .cache/tiny_rm --tokenizer .cache/tiny/model
+
+model-lookup: $(STAMP)
 	$(BIN)/python -m operators.tiny_task --task lookup --out .cache/tiny-lookup
+
+model-guess: $(STAMP)
 	$(BIN)/python -m operators.tiny_task --task guess --out .cache/tiny-guess
 
 run: model
@@ -34,8 +44,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-test: lint model system-deps
-	$(BIN)/pytest
+# Lint, then the models and the system packages side by side, then every test on two
+# workers, a test file per worker at a time, the longest files first (tests/conftest.py).
+test: lint
+	$(MAKE) --no-print-directory -j3 model system-deps
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow"

@@ -10,6 +10,34 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+# The longest test files (measured with --durations, under load), collected first, so that
+# `make test`'s two workers (pytest -n 2 --dist loadfile) start on them and do not end with
+# one worker running a long file alone. The other files keep their order after these.
+LONGEST_FIRST = (
+    "test_async.py",
+    "test_resume.py",
+    "test_service_faults.py",
+    "test_learning.py",
+    "test_prefect_server.py",
+    "test_agent_learning.py",
+    "test_weight_edges.py",
+    "test_reward_model.py",
+    "test_s3_storage.py",
+    "test_rollout_service.py",
+    "test_worker_faults.py",
+    "test_weight_transport.py",
+    "test_costs.py",
+    "test_fsdp.py",
+    "test_agent_pipeline.py",
+    "test_lora.py",
+    "test_ray_pools.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable within a file
+
 
 @pytest.fixture
 def dataset(tmp_path: Path) -> Path:
