@@ -54,27 +54,29 @@ def _iterations_done(storage: Path) -> tuple[int, list[float]]:
 
 
 # The driver: `rldag run` (or, "inline", the same loop without Prefect); with a first traced
-# iteration > 0, under tracemalloc, printing (to stderr) the top tracebacks of what was
-# allocated between the end of that iteration and the end of the last one and is still alive.
+# iteration > 0, printing (to stderr) the top tracebacks of what was allocated between the end
+# of that iteration and the end of the last one and is still alive. Tracing starts at that
+# iteration: traced from the start, the imports and the server start-up took minutes.
 DRIVER = """
 import gc, sys, tracemalloc
 from rldag.events import IterationFinished, add_listener
 first, last, frames, mode = int(sys.argv[1]), int(sys.argv[2]) - 1, int(sys.argv[3]), sys.argv[4]
-snapshots = {}
 def snap(event):
-    if isinstance(event, IterationFinished) and event.iteration in (first, last):
+    if not isinstance(event, IterationFinished):
+        return
+    if event.iteration == first:
+        gc.collect()
+        tracemalloc.start(frames)
+    elif event.iteration == last and tracemalloc.is_tracing():
         gc.collect()
         own = tracemalloc.Filter(False, tracemalloc.__file__)
-        snapshots[event.iteration] = tracemalloc.take_snapshot().filter_traces([own])
-        if len(snapshots) == 2:
-            diff = snapshots[last].compare_to(snapshots[first], "traceback")
-            grown = sum(d.size_diff for d in diff) / 2**20
-            lines = [f"{d}\\n  " + "\\n  ".join(d.traceback.format()[::-1]) for d in diff[:25]]
-            print(f"tracemalloc: {grown:+.2f} MB between iterations {first} and {last}:",
-                  *lines, sep="\\n", file=sys.stderr, flush=True)
+        stats = tracemalloc.take_snapshot().filter_traces([own]).statistics("traceback")
+        grown = sum(s.size for s in stats) / 2**20
+        lines = [f"{s}\\n  " + "\\n  ".join(s.traceback.format()[::-1]) for s in stats[:25]]
+        print(f"tracemalloc: {grown:+.2f} MB between iterations {first} and {last}:",
+              *lines, sep="\\n", file=sys.stderr, flush=True)
 if first > 0:
     add_listener(snap)
-    tracemalloc.start(frames)
 if mode == "prefect":
     from flows.cli import main
     sys.exit(main(["run", *sys.argv[5:]]))
