@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 EVERY = 10  # iterations between samples
 WARMUP = 30  # iterations left out of the growth figures
+FLOOR = 5  # samples per window of the RSS floor
 
 
 def _usage(procs: list[psutil.Process]) -> dict[str, float]:
@@ -139,7 +140,19 @@ def soak(
 
 def growth_per_100(samples: list[dict], who: str, key: str) -> float:
     """Least-squares slope of `key` over iterations after warm-up, per 100 iterations."""
-    pts = [(s["iteration"], s[who][key]) for s in samples if s["iteration"] > WARMUP]
+    return _slope([(s["iteration"], s[who][key]) for s in samples if s["iteration"] > WARMUP])
+
+
+def floor_growth_per_100(samples: list[dict], who: str, window: int = FLOOR) -> float:
+    """The same slope over the lowest RSS of each `window` consecutive samples: a sample falls
+    at any point of an iteration, with or without its tensors and tables (tens of MB)."""
+    after = [s for s in samples if s["iteration"] > WARMUP]
+    groups = [after[i : i + window] for i in range(0, len(after) - window + 1, window)]
+    lows = [min(g, key=lambda s: s[who]["rss_mb"]) for g in groups]
+    return _slope([(s["iteration"], s[who]["rss_mb"]) for s in lows])
+
+
+def _slope(pts: list[tuple[float, float]]) -> float:
     if len(pts) < 2:
         return float("nan")
     n = len(pts)
@@ -211,6 +224,8 @@ def main() -> None:
             k: growth_per_100(result["samples"], who, k) for k in ("rss_mb", "fds", "threads")
         }
         print(who, "growth per 100 iterations after warm-up:", json.dumps(figures))
+        floor = floor_growth_per_100(result["samples"], who)
+        print(f"{who} RSS floor (lowest of each {FLOOR * EVERY} iterations): {floor:+.2f} MB/100")
     times = result["iteration_s"][WARMUP:]
     if len(times) >= 20:
         half = len(times) // 2
