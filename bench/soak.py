@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 EVERY = 10  # iterations between samples
 WARMUP = 30  # iterations left out of the growth figures
+FLOOR = 5  # samples per window of the RSS floor
 
 
 def _usage(procs: list[psutil.Process]) -> dict[str, float]:
@@ -54,27 +55,29 @@ def _iterations_done(storage: Path) -> tuple[int, list[float]]:
 
 
 # The driver: `rldag run` (or, "inline", the same loop without Prefect); with a first traced
-# iteration > 0, under tracemalloc, printing (to stderr) the top tracebacks of what was
-# allocated between the end of that iteration and the end of the last one and is still alive.
+# iteration > 0, printing (to stderr) the top tracebacks of what was allocated between the end
+# of that iteration and the end of the last one and is still alive. Tracing starts at that
+# iteration: traced from the start, the imports and the server start-up took minutes.
 DRIVER = """
 import gc, sys, tracemalloc
 from rldag.events import IterationFinished, add_listener
 first, last, frames, mode = int(sys.argv[1]), int(sys.argv[2]) - 1, int(sys.argv[3]), sys.argv[4]
-snapshots = {}
 def snap(event):
-    if isinstance(event, IterationFinished) and event.iteration in (first, last):
+    if not isinstance(event, IterationFinished):
+        return
+    if event.iteration == first:
+        gc.collect()
+        tracemalloc.start(frames)
+    elif event.iteration == last and tracemalloc.is_tracing():
         gc.collect()
         own = tracemalloc.Filter(False, tracemalloc.__file__)
-        snapshots[event.iteration] = tracemalloc.take_snapshot().filter_traces([own])
-        if len(snapshots) == 2:
-            diff = snapshots[last].compare_to(snapshots[first], "traceback")
-            grown = sum(d.size_diff for d in diff) / 2**20
-            lines = [f"{d}\\n  " + "\\n  ".join(d.traceback.format()[::-1]) for d in diff[:25]]
-            print(f"tracemalloc: {grown:+.2f} MB between iterations {first} and {last}:",
-                  *lines, sep="\\n", file=sys.stderr, flush=True)
+        stats = tracemalloc.take_snapshot().filter_traces([own]).statistics("traceback")
+        grown = sum(s.size for s in stats) / 2**20
+        lines = [f"{s}\\n  " + "\\n  ".join(s.traceback.format()[::-1]) for s in stats[:25]]
+        print(f"tracemalloc: {grown:+.2f} MB between iterations {first} and {last}:",
+              *lines, sep="\\n", file=sys.stderr, flush=True)
 if first > 0:
     add_listener(snap)
-    tracemalloc.start(frames)
 if mode == "prefect":
     from flows.cli import main
     sys.exit(main(["run", *sys.argv[5:]]))
@@ -137,7 +140,19 @@ def soak(
 
 def growth_per_100(samples: list[dict], who: str, key: str) -> float:
     """Least-squares slope of `key` over iterations after warm-up, per 100 iterations."""
-    pts = [(s["iteration"], s[who][key]) for s in samples if s["iteration"] > WARMUP]
+    return _slope([(s["iteration"], s[who][key]) for s in samples if s["iteration"] > WARMUP])
+
+
+def floor_growth_per_100(samples: list[dict], who: str, window: int = FLOOR) -> float:
+    """The same slope over the lowest RSS of each `window` consecutive samples: a sample falls
+    at any point of an iteration, with or without its tensors and tables (tens of MB)."""
+    after = [s for s in samples if s["iteration"] > WARMUP]
+    groups = [after[i : i + window] for i in range(0, len(after) - window + 1, window)]
+    lows = [min(g, key=lambda s: s[who]["rss_mb"]) for g in groups]
+    return _slope([(s["iteration"], s[who]["rss_mb"]) for s in lows])
+
+
+def _slope(pts: list[tuple[float, float]]) -> float:
     if len(pts) < 2:
         return float("nan")
     n = len(pts)
@@ -209,6 +224,8 @@ def main() -> None:
             k: growth_per_100(result["samples"], who, k) for k in ("rss_mb", "fds", "threads")
         }
         print(who, "growth per 100 iterations after warm-up:", json.dumps(figures))
+        floor = floor_growth_per_100(result["samples"], who)
+        print(f"{who} RSS floor (lowest of each {FLOOR * EVERY} iterations): {floor:+.2f} MB/100")
     times = result["iteration_s"][WARMUP:]
     if len(times) >= 20:
         half = len(times) // 2
