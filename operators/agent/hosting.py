@@ -18,7 +18,7 @@ from typing import Any
 from operators.agent.deadline import CallTimeout, call_with_deadline
 from operators.agent.environment import AssistantTurn, Environment, Message, OffersTools, StepResult
 from operators.agent.factory import build_environment
-from operators.agent.params import AgentParams
+from operators.agent.params import AgentParams, EnvHosting
 from operators.agent.python_tool import close_sandboxes
 from rldag.operator import PoolReservation
 
@@ -119,5 +119,8 @@ class RayHosts:
 
 
 def start_hosts(params: AgentParams, pool: PoolReservation | None) -> LocalHosts | RayHosts:
-    """Hosts on the environment pool when the run has one reserved on Ray, else in process."""
-    return LocalHosts(params) if pool is None else RayHosts(params, pool)
+    """Hosts on the environment pool when the run has one reserved on Ray (and ``env_hosting``
+    is ``pool``), else in process."""
+    if pool is None or params.env_hosting is EnvHosting.local:
+        return LocalHosts(params)
+    return RayHosts(params, pool)

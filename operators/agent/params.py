@@ -27,6 +27,13 @@ class FinishReason(StrEnum):
 OnToolError = StrEnum("OnToolError", {"continue": "continue", "end": "end"})
 
 
+class EnvHosting(StrEnum):
+    """Where the episodes' environments live when the run is on Ray."""
+
+    pool = "pool"  # actors on the environment pool (a Ray call per reset/step/close)
+    local = "local"  # the rollout worker's own process (cheap, trusted environments)
+
+
 @dataclass
 class AgentParams(EngineParams):
     """Parameters of `agent_loop` (engine keys as for `torch_engine`)."""
@@ -46,6 +53,7 @@ class AgentParams(EngineParams):
     on_tool_error: OnToolError = OnToolError["continue"]  # continue | end
     max_concurrency: int = 16  # episodes in flight per worker (and their tool calls)
     env_workers: int = 0  # Ray environment actors (0: one per environment pool worker)
+    env_hosting: EnvHosting = EnvHosting.pool  # pool | local (in the rollout worker's process)
     sandbox_isolation: str = "full"  # the python tool's sandbox: full | none
     sandbox_slots: int = 2  # python tool programs running at once per environment process
     sandbox_wall_seconds: float = 5.0  # per python tool program
@@ -61,6 +69,8 @@ class AgentParams(EngineParams):
         check_positive("env_workers", self.env_workers, allow_zero=True)
         check_choice("on_tool_error", self.on_tool_error, tuple(OnToolError))
         self.on_tool_error = OnToolError(self.on_tool_error)
+        check_choice("env_hosting", self.env_hosting, tuple(EnvHosting))
+        self.env_hosting = EnvHosting(self.env_hosting)
         check_choice("sandbox_isolation", self.sandbox_isolation, ("full", "none"))
         from operators.agent.factory import check_environment  # it imports these params
         from operators.agent.parsers import tool_parser
