@@ -20,6 +20,7 @@ LONGEST_FIRST = (
     "test_learning.py",
     "test_prefect_server.py",
     "test_agent_learning.py",
+    "test_agent_env_learning.py",
     "test_weight_edges.py",
     "test_reward_model.py",
     "test_s3_storage.py",

@@ -169,3 +169,15 @@ def test_a_build_writes_model_prompts_and_first_turn_rates(
     assert rendered == prompt
     stamp = read_stamp(out)
     assert stamp["task"] == source and rates <= set(stamp["warmup"])
+
+
+def test_the_game_examples_stop_tokens_are_the_digits():
+    """examples/agent_env.yaml lists token ids; they must be its model's tokens of 0..9."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    example = yaml.safe_load((root / "examples" / "agent_env.yaml").read_text())
+    built = build_tiny_task(root / ".cache" / "tiny-guess", task="guess")
+    tokenizer = AutoTokenizer.from_pretrained(built / "model")
+    ids = example["nodes"]["agent"]["params"]["stop_token_ids"]
+    assert [tokenizer.decode([i]) for i in ids] == [str(d) for d in range(10)]
