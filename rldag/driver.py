@@ -93,6 +93,7 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
                     pending[launcher.launch(step, inputs)] = step
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             if any(f.exception() is not None for f in done):
+                run.stop_streams()  # no reader waits for a producer that did not start
                 _raise_root_cause(pending)
             for future in sorted(done, key=lambda f: pending[f]):
                 step = pending.pop(future)
@@ -110,6 +111,8 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
             checkpoints.export_policy(run)
         failed = False
     finally:
+        if failed:
+            run.stop_streams()
         wait(pending, timeout=SETTLE_S)
         with ExitStack() as closing_steps:  # each runs even when one before it raises
             closing_steps.callback(emit, RunEnded(run.run_id, run.uri, failed))
@@ -136,8 +139,17 @@ def _raise_root_cause(pending: Mapping[Future[EdgeHandle], Step]) -> None:
     failed stream (the producer's own error names the node that broke)."""
     wait(pending, timeout=SETTLE_S)
     failed = [f.exception() for f in pending if f.done() and f.exception() is not None]
-    root = next((e for e in failed if not isinstance(e.__cause__, StreamFailed)), failed[0])
+    root = next((e for e in failed if not _read_a_failed_stream(e)), failed[0])
     raise root
+
+
+def _read_a_failed_stream(err: BaseException | None) -> bool:
+    """Whether `err` came from reading a stream that failed or that the stopping run ended."""
+    while err is not None:
+        if isinstance(err, StreamFailed):
+            return True
+        err = err.__cause__
+    return False
 
 
 def _close_iteration(

@@ -3,8 +3,11 @@ trackers). Both drivers emit the same events from the same loop (rldag.driver)."
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,10 @@ def add_listener(listener: Listener) -> Callable[[], None]:
 
 
 def emit(event: Event) -> None:
-    """Tell the listeners."""
+    """Tell the listeners. They watch the run: one that raises is logged and the run goes on
+    (a progress display's bug must not fail a node)."""
     for listener in list(_LISTENERS):
-        listener(event)
+        try:
+            listener(event)
+        except Exception as err:
+            log.warning("a watcher of the run (%r) failed on %r: %r", listener, event, err)

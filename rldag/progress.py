@@ -4,6 +4,8 @@ finished iteration."""
 
 from __future__ import annotations
 
+import threading
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -36,6 +38,7 @@ class RunProgress:
         )
         self.task = None
         self.running: dict[tuple[int, str], None] = {}
+        self._lock = threading.Lock()  # steps start and finish on the launcher's threads
 
     def __enter__(self) -> RunProgress:
         self._remove = add_listener(self.on_event)
@@ -51,6 +54,10 @@ class RunProgress:
         self.progress.update(self.task, node=(f"running {now}  " if now else "") + last)
 
     def on_event(self, event: Event) -> None:
+        with self._lock:
+            self._on_event(event)
+
+    def _on_event(self, event: Event) -> None:
         match event:
             case RunStarted():
                 self.console.print(f"run id: [bold]{event.run_id}[/bold]  ({event.uri})")

@@ -121,6 +121,15 @@ class Run:
             self._streams[step] = EdgeStream()
         return EdgeHandle(self.run_id, step.iteration, step.node)
 
+    def stop_streams(self) -> None:
+        """End every stream still open with a failure, so that no reader waits for a producer
+        that will not finish (the run is stopping: a step failed)."""
+        stopped = RunError("the run stopped before this input was complete")
+        with self._lock:
+            streams = list(self._streams.values())
+        for stream in streams:
+            stream.close(stopped)
+
     def stream(self, handle: EdgeHandle) -> EdgeStream:
         return self._streams[handle.step]
 
@@ -130,9 +139,9 @@ class Run:
         streaming input; a generate node emits chunks as its prompt groups finish."""
         node = self.graph.nodes[step.node]
         out = self._streams[step]
-        emit(NodeStarted(self.run_id, step.iteration, step.node))
         start = time.perf_counter()
         try:
+            emit(NodeStarted(self.run_id, step.iteration, step.node))
             self._sync_weights(step, node)
             self._produce(step, node, {p: self.stream(h) for p, h in inputs.items()}, out)
             if not out.chunks:

@@ -29,8 +29,11 @@ class EdgeStream:
             self._cond.notify_all()
 
     def close(self, failure: BaseException | None = None) -> None:
-        """No more chunks; with `failure`, readers raise it instead of waiting forever."""
+        """No more chunks; with `failure`, readers raise it instead of waiting forever. The
+        first close stands (a run that stops closes the streams still open)."""
         with self._cond:
+            if self._closed:
+                return
             self._closed, self._failed = True, failure
             self._cond.notify_all()
 
