@@ -13,13 +13,11 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import threading
 from pathlib import Path
 
 from operators.sandbox import landlock, seccomp
 
 INTERPRETERS = ("/usr/bin/python3", "/usr/local/bin/python3")
-UID_BASE = 61000
 SCRATCH = "/tmp"
 SHM = "/dev/shm"
 DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"]
@@ -77,29 +75,6 @@ def check_host() -> list[str]:
     if landlock.abi_version() < 1:
         missing.append("Landlock (kernel >= 5.13 with landlock in the lsm= list)")
     return missing
-
-
-_uid_lock = threading.Lock()
-_uids_in_use: set[int] = set()
-
-
-def allocate_uid() -> int | None:
-    """A host uid no other slot of this process uses; None when we are not root (slots then
-    run as our own non-root uid)."""
-    if os.geteuid() != 0:
-        return None
-    with _uid_lock:
-        uid = UID_BASE + os.getpid() % 64 * 64
-        while uid in _uids_in_use:
-            uid += 1
-        _uids_in_use.add(uid)
-        return uid
-
-
-def release_uid(uid: int | None) -> None:
-    """Give a slot's uid back."""
-    with _uid_lock:
-        _uids_in_use.discard(uid)
 
 
 def module_sources() -> dict[str, str]:

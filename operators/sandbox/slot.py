@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from operators.sandbox import host, seccomp
+from operators.sandbox import host, seccomp, uids
 from operators.sandbox.spec import SandboxLimits
 
 _U32 = struct.Struct(">I")
@@ -98,7 +98,7 @@ class Slot:
             scratch = self.limits.scratch_mb << 20
             argv = host.bwrap_argv(host.bwrap_path() or "bwrap", fd, scratch) + argv
             if self.uid is None:
-                self.uid = host.allocate_uid()
+                self.uid = uids.allocate_uid()
             if self.uid is not None:
                 kwargs.update(user=self.uid, group=self.uid, extra_groups=[])
         self._log = tempfile.TemporaryFile()
@@ -196,7 +196,7 @@ class Slot:
     def close(self) -> None:
         """Kill the slot and drop its scratch dir."""
         self.kill()
-        host.release_uid(self.uid)
+        uids.release_uid(self.uid)
         self.uid = None
         if self._scratch is not None:
             self._scratch.cleanup()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from operators.sandbox import Sandbox, SandboxLimits
-from operators.sandbox.host import UID_BASE
+from operators.sandbox.uids import held_uids
 
 LIMITS = SandboxLimits(
     wall_seconds=1.5, cpu_seconds=1.5, memory_mb=192, max_processes=12, max_output_bytes=32768
@@ -58,8 +58,10 @@ def processes_with(needle: str) -> list[int]:
 
 
 def slot_processes() -> list[tuple[int, int, list[str]]]:
-    """Host processes running as a sandbox slot uid: (pid, uid, argv)."""
-    out = []
+    """Host processes running as a uid of this process's sandbox slots: (pid, uid, argv).
+    Slot uids are exclusive on the host, so other processes' sandboxes (another test worker)
+    never show here, and a process that escaped its run still does."""
+    mine, out = held_uids(), []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -68,7 +70,7 @@ def slot_processes() -> list[tuple[int, int, list[str]]]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except (OSError, IndexError, ValueError):
             continue
-        if UID_BASE <= uid < UID_BASE + 4096:
+        if uid in mine:
             out.append((int(entry.name), uid, [a.decode("utf-8", "replace")[:60] for a in argv]))
     return out
 
