@@ -48,7 +48,7 @@ lint: $(STAMP)
 # workers, a test file per worker at a time, the longest files first (tests/conftest.py).
 test: lint
 	$(MAKE) --no-print-directory -j3 model system-deps
-	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow"
