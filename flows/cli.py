@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rldag import checkpoints
+from rldag.allocator import cap_malloc_arenas
 from rldag.errors import InputError, RunError
 from rldag.graph import Graph, build_graph
 from rldag.overrides import read_overrides_file
@@ -267,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    cap_malloc_arenas()  # before the threads a run starts (rldag/allocator.py)
     args = build_parser().parse_args(argv)
     try:
         if hasattr(args, "overrides"):  # commands over a pipeline: -f files, then key=value

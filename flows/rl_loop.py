@@ -36,6 +36,7 @@ from flows.run_logs import forward_rldag_logs
 from flows.settings import without_heartbeats
 from flows.tracking import tracking
 from rldag import checkpoints
+from rldag.allocator import cap_malloc_arenas
 from rldag.driver import drive
 from rldag.errors import RunError
 from rldag.graph import build_graph
@@ -239,6 +240,7 @@ def rldag_run(
     Returns the run id; everything the run stores is under `<storage.uri>/<run id>/`.
     """
     forward_rldag_logs()
+    cap_malloc_arenas()  # a deployment's flow run starts here, not in the CLI
     extra = [*(overrides or []), *([f"iterations={iterations}"] if iterations else [])]
     loaded = load_pipeline(pipeline_file(pipeline), extra)
     run = Run.start(loaded, build_graph(loaded), run_id=resume)
