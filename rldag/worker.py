@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from rldag.allocator import cap_malloc_arenas
 from rldag.dispatch import added_columns, select_rows
 from rldag.graph import Node
 from rldag.log_capture import CapturedLogs
@@ -32,6 +33,7 @@ class PoolWorker:
     """Rank `rank` of a worker group; builds each node's operator on first use."""
 
     def __init__(self, group: str, rank: int, world_size: int) -> None:
+        cap_malloc_arenas()  # a long-lived process whose threads come and go (allocator.py)
         self.group, self.rank, self.world_size = group, rank, world_size
         self._instances: dict[str, OperatorInstance] = {}
         self._weight_groups: dict[str, WeightGroup] = {}  # by weights edge
