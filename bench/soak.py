@@ -2,9 +2,10 @@
 
 Every 10 iterations it samples the driver process (the `rldag run` process, which hosts the
 Prefect client and the scheduler) and its worker processes (Ray workers and anything else it
-started, summed): RSS, open file descriptors and threads; the iteration times come from the
-run's metrics.parquet. Prints the growth per 100 iterations after warm-up, writes the samples
-as JSON and the curves as a PNG.
+started, summed, and their RSS by process: the embedded Prefect server, Ray's GCS and raylet,
+the pool workers...): RSS, open file descriptors and threads; the iteration times come from
+the run's metrics.parquet. Prints the growth per 100 iterations after warm-up, writes the
+samples as JSON and the curves as a PNG.
 
     nice -n 10 python bench/soak.py --iterations 300 --png docs/soak.png
 """
@@ -41,6 +42,39 @@ def _usage(procs: list[psutil.Process]) -> dict[str, float]:
         except psutil.Error:  # a process that just ended
             continue
     return {"rss_mb": rss / 2**20, "fds": fds, "threads": threads}
+
+
+# Which started process is which, by its command line (the first match names it).
+ROLES = (
+    ("uvicorn", "Prefect server"),
+    ("gcs_server", "Ray GCS"),
+    ("raylet", "Ray raylet"),
+    ("ray::PoolWorker", "pool workers"),
+    ("ray::", "Ray idle workers"),
+    ("ray", "Ray services"),
+)
+
+
+def _role(proc: psutil.Process, driver_cmd: list[str]) -> str:
+    try:
+        cmd = proc.cmdline()
+    except psutil.Error:
+        return "other"
+    if cmd == driver_cmd:  # forked, not exec'd: the score node's worker (its pages shared)
+        return "driver's forks"
+    return next((name for key, name in ROLES if key in " ".join(cmd)), "other")
+
+
+def _rss_by_role(procs: list[psutil.Process], driver_cmd: list[str]) -> dict[str, float]:
+    by_role: dict[str, float] = {}
+    for p in procs:
+        try:
+            rss = p.memory_info().rss / 2**20
+        except psutil.Error:
+            continue
+        role = _role(p, driver_cmd)
+        by_role[role] = by_role.get(role, 0.0) + rss
+    return by_role
 
 
 def _iterations_done(storage: Path) -> tuple[int, list[float]]:
@@ -111,7 +145,9 @@ def soak(
     mode = "inline" if inline else "prefect"
     traced = [str(trace_from), str(iterations), str(trace_frames), mode]
     cmd = [sys.executable, "-c", DRIVER, *traced, pipeline, *overrides]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # a Prefect home of its own: the embedded server starts on an empty database, as on a new
+    # machine, not on whatever earlier runs left in ~/.prefect
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PREFECT_HOME=str(storage.parent / "prefect-home"))
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, start_new_session=True
     )
@@ -122,10 +158,15 @@ def soak(
     while proc.poll() is None and time.monotonic() < deadline:
         done, seen = _iterations_done(storage)
         times = seen or times
-        if done >= (len(samples) + 1) * EVERY:
+        if iterations > done >= (len(samples) + 1) * EVERY:  # not while the run shuts down
             workers = [c for c in driver.children(recursive=True)]
             samples.append(
-                {"iteration": done, "driver": _usage([driver]), "workers": _usage(workers)}
+                {
+                    "iteration": done,
+                    "driver": _usage([driver]),
+                    "workers": _usage(workers),
+                    "rss_mb_by_process": _rss_by_role(workers, driver.cmdline()),
+                }
             )
             print(json.dumps(samples[-1]), flush=True)
         time.sleep(0.5)
@@ -208,7 +249,7 @@ def main() -> None:
         result = soak(
             args.iterations,
             args.max_minutes,
-            Path(tmp),
+            Path(tmp) / "runs",
             args.inline,
             args.trace_from,
             args.trace_frames,
@@ -226,6 +267,14 @@ def main() -> None:
         print(who, "growth per 100 iterations after warm-up:", json.dumps(figures))
         floor = floor_growth_per_100(result["samples"], who)
         print(f"{who} RSS floor (lowest of each {FLOOR * EVERY} iterations): {floor:+.2f} MB/100")
+    roles = sorted({r for s in result["samples"] for r in s["rss_mb_by_process"]})
+    for role in roles:
+        pts = [
+            (s["iteration"], s["rss_mb_by_process"].get(role, 0.0))
+            for s in result["samples"]
+            if s["iteration"] > WARMUP
+        ]
+        print(f"  {role}: {_slope(pts):+.2f} MB/100 (last {pts[-1][1]:.0f} MB)" if pts else role)
     times = result["iteration_s"][WARMUP:]
     if len(times) >= 20:
         half = len(times) // 2

@@ -84,7 +84,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
     from flows.rl_loop import rldag_run
+    from flows.settings import configure_embedded_server
     from rldag.progress import RunProgress
+
+    configure_embedded_server()
 
     with RunProgress(console):
         try:

@@ -35,11 +35,15 @@ from rldag.worker import PoolWorker
 log = logging.getLogger("rldag.pools")
 READY_TIMEOUT_S = 120
 INLINE_BYTES = 100_000  # Ray passes arguments up to this size inside the call itself
+# The embedded Ray has no dashboard, so nothing reads the per-task records its GCS would keep
+# (up to 100k tasks; +1-1.4 MB per 100 iterations of the default pipeline in bench/soak.py).
+EMBEDDED_RAY_CONFIG = {"task_events_report_interval_ms": 0}
 
 
 def connect(ray_spec: RaySpec) -> None:
     """Join `ray.address`, or start an embedded local Ray when none is given (always a new
-    one: Ray would otherwise join a cluster that `ray start` left on this machine)."""
+    one: Ray would otherwise join a cluster that `ray start` left on this machine; without
+    task events, EMBEDDED_RAY_CONFIG)."""
     import ray
 
     if ray.is_initialized():
@@ -53,6 +57,7 @@ def connect(ray_spec: RaySpec) -> None:
             num_gpus=ray_spec.num_gpus,
             include_dashboard=False,
             logging_level=logging.WARNING,
+            _system_config=EMBEDDED_RAY_CONFIG,
         )
 
 

@@ -1,0 +1,81 @@
+"""The Prefect server `rldag run` starts when no PREFECT_API_URL is set keeps its SQLite
+database where Prefect puts it, with Python's statement cache off (flows/settings.py); a
+server or database the user configured stands."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prefect.settings import (
+    PREFECT_API_URL,
+    PREFECT_HOME,
+    PREFECT_SERVER_DATABASE_CONNECTION_URL,
+    temporary_settings,
+)
+from sqlalchemy.engine import make_url
+
+from flows.settings import configure_embedded_server
+from tests.conftest import scoring_pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "PREFECT_SERVER_DATABASE_CONNECTION_URL"
+
+
+@pytest.fixture
+def no_database_url(monkeypatch):
+    """KEY absent now and again after the test, whatever the test set."""
+    monkeypatch.setenv(KEY, "recorded")
+    monkeypatch.delenv(KEY)
+
+
+def test_the_embedded_server_gets_the_default_database_without_statement_cache(
+    no_database_url, tmp_path
+):
+    with temporary_settings(updates={PREFECT_API_URL: None, PREFECT_HOME: tmp_path}):
+        configure_embedded_server()
+    url = make_url(os.environ[KEY])
+    assert url.database == f"{tmp_path}/prefect.db"
+    # what SQLAlchemy passes to sqlite3.connect: the cache of prepared statements is off
+    from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+
+    _, kwargs = SQLiteDialect_aiosqlite().create_connect_args(url)
+    assert kwargs["cached_statements"] == 0
+
+
+@pytest.mark.parametrize(
+    "updates",
+    [
+        {PREFECT_API_URL: "http://127.0.0.1:4200/api"},  # a server of the user's
+        {PREFECT_API_URL: None, PREFECT_SERVER_DATABASE_CONNECTION_URL: "sqlite+aiosqlite:///x"},
+    ],
+    ids=["api-url", "own-database"],
+)
+def test_a_configured_server_or_database_is_left_alone(no_database_url, tmp_path, updates):
+    with temporary_settings(updates={PREFECT_HOME: tmp_path, **updates}):
+        configure_embedded_server()
+    assert KEY not in os.environ
+
+
+@pytest.mark.slow
+def test_rldag_run_on_the_embedded_server_records_in_prefect_home(write_yaml, dataset, tmp_path):
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(home)  # no API URL: `rldag run` starts the embedded server
+    doc = scoring_pipeline(dataset, storage={"uri": str(tmp_path / "runs")}, iterations=1)
+    result = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "run", str(write_yaml(doc))],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    with sqlite3.connect(home / "prefect.db") as db:
+        states = [state for (state,) in db.execute("SELECT state_type FROM flow_run")]
+    assert states == ["COMPLETED", "COMPLETED"]  # the run and its iteration subflow
