@@ -210,7 +210,7 @@ def plot(result: dict, png: Path) -> None:
 
     samples = result["samples"]
     its = [s["iteration"] for s in samples]
-    fig, axes = plt.subplots(1, 4, figsize=(16, 3.5))
+    fig, axes = plt.subplots(1, 5, figsize=(20, 3.5))
     for ax, key, label in zip(
         axes[:3], ("rss_mb", "fds", "threads"), ("RSS (MB)", "open fds", "threads"), strict=True
     ):
@@ -222,6 +222,13 @@ def plot(result: dict, png: Path) -> None:
     axes[3].plot(range(len(result["iteration_s"])), result["iteration_s"], lw=0.8)
     axes[3].set_xlabel("iteration")
     axes[3].set_title("iteration time (s)")
+    after = [s for s in samples if s["iteration"] > WARMUP]
+    for role in sorted({r for s in after for r in s["rss_mb_by_process"]}):
+        rss = [s["rss_mb_by_process"].get(role, 0.0) for s in after]
+        axes[4].plot([s["iteration"] for s in after], [r - rss[0] for r in rss], label=role)
+    axes[4].set_xlabel("iteration")
+    axes[4].set_title(f"RSS change by process after iteration {WARMUP} (MB)")
+    axes[4].legend(fontsize=7)
     fig.suptitle("rldag soak: the default pipeline under `rldag run`")
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,10 @@ def no_database_url(monkeypatch):
 def test_the_embedded_server_gets_the_default_database_without_statement_cache(
     no_database_url, tmp_path
 ):
-    with temporary_settings(updates={PREFECT_API_URL: None, PREFECT_HOME: tmp_path}):
+    # whatever the session set (the test harness's server and database), as a user's shell
+    updates = {PREFECT_API_URL: None, PREFECT_HOME: tmp_path}
+    defaults = {PREFECT_SERVER_DATABASE_CONNECTION_URL}
+    with temporary_settings(updates=updates, restore_defaults=defaults):
         configure_embedded_server()
     url = make_url(os.environ[KEY])
     assert url.database == f"{tmp_path}/prefect.db"
