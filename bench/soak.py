@@ -50,8 +50,9 @@ ROLES = (
     ("gcs_server", "Ray GCS"),
     ("raylet", "Ray raylet"),
     ("ray::PoolWorker", "pool workers"),
-    ("ray::", "Ray idle workers"),
-    ("ray", "Ray services"),
+    ("ray::IDLE", "Ray idle workers"),
+    ("ray::", "Ray agents"),  # the dashboard and runtime-env agents
+    ("ray", "Ray services"),  # the dashboard head, the monitor, the log monitor
 )
 
 
