@@ -180,15 +180,29 @@ def soak(
     return {"samples": samples, "iteration_s": times, "returncode": proc.returncode}
 
 
+def _after_warmup(samples: list[dict]) -> list[dict]:
+    return [s for s in samples if s["iteration"] > WARMUP]
+
+
 def growth_per_100(samples: list[dict], who: str, key: str) -> float:
     """Least-squares slope of `key` over iterations after warm-up, per 100 iterations."""
-    return _slope([(s["iteration"], s[who][key]) for s in samples if s["iteration"] > WARMUP])
+    return _slope([(s["iteration"], s[who][key]) for s in _after_warmup(samples)])
+
+
+def growth_by_process_per_100(samples: list[dict]) -> dict[str, float]:
+    """The same slope of each started process's RSS (summed by role)."""
+    after = _after_warmup(samples)
+    roles = sorted({r for s in after for r in s["rss_mb_by_process"]})
+    return {
+        r: _slope([(s["iteration"], s["rss_mb_by_process"].get(r, 0.0)) for s in after])
+        for r in roles
+    }
 
 
 def floor_growth_per_100(samples: list[dict], who: str, window: int = FLOOR) -> float:
     """The same slope over the lowest RSS of each `window` consecutive samples: a sample falls
     at any point of an iteration, with or without its tensors and tables (tens of MB)."""
-    after = [s for s in samples if s["iteration"] > WARMUP]
+    after = _after_warmup(samples)
     groups = [after[i : i + window] for i in range(0, len(after) - window + 1, window)]
     lows = [min(g, key=lambda s: s[who]["rss_mb"]) for g in groups]
     return _slope([(s["iteration"], s[who]["rss_mb"]) for s in lows])
@@ -223,7 +237,7 @@ def plot(result: dict, png: Path) -> None:
     axes[3].plot(range(len(result["iteration_s"])), result["iteration_s"], lw=0.8)
     axes[3].set_xlabel("iteration")
     axes[3].set_title("iteration time (s)")
-    after = [s for s in samples if s["iteration"] > WARMUP]
+    after = _after_warmup(samples)
     for role in sorted({r for s in after for r in s["rss_mb_by_process"]}):
         rss = [s["rss_mb_by_process"].get(role, 0.0) for s in after]
         axes[4].plot([s["iteration"] for s in after], [r - rss[0] for r in rss], label=role)
@@ -275,14 +289,9 @@ def main() -> None:
         print(who, "growth per 100 iterations after warm-up:", json.dumps(figures))
         floor = floor_growth_per_100(result["samples"], who)
         print(f"{who} RSS floor (lowest of each {FLOOR * EVERY} iterations): {floor:+.2f} MB/100")
-    roles = sorted({r for s in result["samples"] for r in s["rss_mb_by_process"]})
-    for role in roles:
-        pts = [
-            (s["iteration"], s["rss_mb_by_process"].get(role, 0.0))
-            for s in result["samples"]
-            if s["iteration"] > WARMUP
-        ]
-        print(f"  {role}: {_slope(pts):+.2f} MB/100 (last {pts[-1][1]:.0f} MB)" if pts else role)
+    last = result["samples"][-1]["rss_mb_by_process"] if result["samples"] else {}
+    for role, growth in growth_by_process_per_100(result["samples"]).items():
+        print(f"  {role}: {growth:+.2f} MB/100 (last {last.get(role, 0.0):.0f} MB)")
     times = result["iteration_s"][WARMUP:]
     if len(times) >= 20:
         half = len(times) // 2
