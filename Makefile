@@ -21,14 +21,14 @@ system-deps:
 
 # The tiny default model, tokenizer and addition data, the tiny reward model and the tiny
 # agent tasks (deterministic, cached). One target per build, so `make -j3 model` builds
-# them side by side (each trains on one thread); the reward model needs the tokenizer.
+# them side by side (each trains on one thread; the reward model trains the policy's tokenizer).
 model: $(MODELS)
 
 model-addition: $(STAMP)
 	$(BIN)/python -m operators.tiny_task --out .cache/tiny
 
-model-reward: model-addition
-	$(BIN)/python -m operators.tiny_task.reward_model --out .cache/tiny_rm --tokenizer .cache/tiny/model
+model-reward: $(STAMP)
+	$(BIN)/python -m operators.tiny_task.reward_model --out .cache/tiny_rm
 
 model-lookup: $(STAMP)
 	$(BIN)/python -m operators.tiny_task --task lookup --out .cache/tiny-lookup
@@ -44,10 +44,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-# Lint, then the models and the system packages side by side, then every test on two
-# workers, a test file per worker at a time, the longest files first (tests/conftest.py).
-test: lint
-	$(MAKE) --no-print-directory -j3 model system-deps
+# Lint, the models and the system packages side by side (apt while pip installs), then every
+# test on two workers, a test file per worker at a time, the longest files first
+# (tests/conftest.py).
+test:
+	$(MAKE) --no-print-directory -j3 lint model system-deps
 	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 test-fast: $(STAMP)

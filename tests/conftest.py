@@ -176,10 +176,9 @@ def ray_local():
 
 
 @pytest.fixture(scope="session")
-def tiny_rm(tiny_task: Path) -> Path:
+def tiny_rm() -> Path:
     """The tiny reward model (right vs wrong sums of the addition task), built once (cached
-    under .cache/)."""
+    under .cache/) as `make model` builds it."""
     from operators.tiny_task.reward_model import build_tiny_reward_model
 
-    root = Path(__file__).resolve().parents[1] / ".cache"
-    return build_tiny_reward_model(root / "tiny_rm", tiny_task / "model")
+    return build_tiny_reward_model(Path(__file__).resolve().parents[1] / ".cache" / "tiny_rm")

@@ -87,6 +87,14 @@ def test_micro_batches_score_like_one_row_at_a_time(tiny_rm):
     assert out["reward"].to_pylist() == pytest.approx(raw, abs=1e-6)  # normalize: none
 
 
+def test_the_tiny_rm_reads_text_with_the_tiny_policys_tokenizer(tiny_rm, tiny_task):
+    from transformers import AutoTokenizer
+
+    rm, policy = (AutoTokenizer.from_pretrained(d) for d in (tiny_rm, tiny_task / "model"))
+    assert rm.get_vocab() == policy.get_vocab() and len(rm) > 10
+    assert rm("3+4=7")["input_ids"] == policy("3+4=7")["input_ids"]
+
+
 def test_the_tiny_rm_prefers_right_sums(tiny_rm):
     problems = all_problems()
     right = _rows(problems, [p.answer for p in problems])

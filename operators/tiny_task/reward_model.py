@@ -1,8 +1,10 @@
 """The tiny reward model: a 2-layer Qwen2 sequence classifier (one label) trained to tell
 correct from wrong answers of the addition task, for tests and examples of `reward_model`.
 
-``build_tiny_reward_model(DIR, tokenizer_dir)`` (or ``python -m operators.tiny_task.reward_model
---out DIR``) writes ``DIR`` (config, weights, the tiny task's tokenizer, ``build.json``);
+``build_tiny_reward_model(DIR)`` (or ``python -m operators.tiny_task.reward_model --out DIR``)
+writes ``DIR`` (config, weights, the tiny task's tokenizer, ``build.json``). The tokenizer is
+trained here as the tiny policy's is (the same one), or read from ``tokenizer_dir``, so the
+reward model builds beside the policy rather than after it;
 deterministic, and cached like the tiny policy: a build whose stamp matches returns at once.
 Its input is what the `reward_model` operator scores: prompt text + response text.
 """
@@ -54,13 +56,25 @@ def candidate_lists() -> list[list[str]]:
     return lists
 
 
-def _train(root: Path, tokenizer_dir: Path, params: RewardModelParams) -> dict[str, Any]:
+def _tokenizer(tokenizer_dir: Path | None) -> Any:
+    """The addition task's tokenizer: read from `tokenizer_dir`, or trained as the policy's."""
+    if tokenizer_dir is not None:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(tokenizer_dir)
+    from operators.tiny_task.recipe import addition_recipe
+
+    recipe = addition_recipe()
+    return recipe.train_tokenizer(recipe.corpus())
+
+
+def _train(root: Path, tokenizer_dir: Path | None, params: RewardModelParams) -> dict[str, Any]:
     import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForSequenceClassification
+    from transformers import Qwen2Config, Qwen2ForSequenceClassification
 
     from operators.tiny_task.warmup import single_thread
 
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokenizer = _tokenizer(tokenizer_dir)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=params.hidden_size,
@@ -101,7 +115,9 @@ def _train(root: Path, tokenizer_dir: Path, params: RewardModelParams) -> dict[s
 
 
 def build_tiny_reward_model(
-    out: Path | str, tokenizer_dir: Path | str, params: RewardModelParams | None = None
+    out: Path | str,
+    tokenizer_dir: Path | str | None = None,
+    params: RewardModelParams | None = None,
 ) -> Path:
     """Train (or reuse) the tiny reward model in ``out``; returns ``out``."""
     out, params = Path(out).absolute(), params or RewardModelParams()
@@ -111,17 +127,18 @@ def build_tiny_reward_model(
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    measured = _train(tmp, Path(tokenizer_dir), params)
+    measured = _train(tmp, None if tokenizer_dir is None else Path(tokenizer_dir), params)
     (tmp / STAMP_FILE).write_text(json.dumps({**key, **measured}, indent=2) + "\n")
     _move_into_place(tmp, out)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``--out DIR [--tokenizer DIR]``: build the tiny reward model and say how well it ranks."""
+    """``--out DIR [--tokenizer DIR]``: build the tiny reward model and say how well it ranks
+    (with the tiny policy's tokenizer, trained here unless ``--tokenizer`` names one)."""
     parser = argparse.ArgumentParser(prog="python -m operators.tiny_task.reward_model")
     parser.add_argument("--out", type=Path, default=Path(".cache/tiny_rm"))
-    parser.add_argument("--tokenizer", type=Path, default=Path(".cache/tiny/model"))
+    parser.add_argument("--tokenizer", type=Path, default=None)
     args = parser.parse_args(argv)
     out = build_tiny_reward_model(args.out, args.tokenizer)
     print(f"{out}: right sum ranked first {read_stamp(out)['right_sum_ranked_first']}")
