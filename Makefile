@@ -7,11 +7,14 @@ MODELS := model-addition model-reward model-lookup model-guess
 
 .PHONY: run test lint test-fast model $(MODELS) system-deps clean
 
-# The venv: the project editable, with torch pinned to the CPU wheel (constraints.txt).
+# The venv: the project editable, with torch pinned to the CPU wheel (constraints.txt). Its
+# bytecode is compiled on every core afterwards (pip compiles file by file); files written
+# for newer Pythons do not compile, and are skipped as pip skips them.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,s3,trackers,hf,lora,agents]'
+	$(BIN)/pip install -q --no-compile -c constraints.txt -e '.[dev,s3,trackers,hf,lora,agents]'
+	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $(STAMP)
 
 # Debian packages the sandbox and the UI test need (bubblewrap, python3, libseccomp2,
