@@ -164,14 +164,25 @@ def tiny_task() -> Path:
     return build_tiny_task(Path(__file__).resolve().parents[1] / ".cache" / "tiny")
 
 
+RAY_LOCAL_CPUS = 6
+
+
 @pytest.fixture
 def ray_local():
     """An embedded local Ray (started once, kept for later tests), with logical CPUs for
-    several small pools. Function-scoped so it comes back after a multi-node test."""
+    several small pools. Function-scoped so it comes back after a multi-node test, and after
+    a test whose run started Ray as `rldag run` does (one CPU per core, too few for them)."""
     import ray
 
+    if ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < RAY_LOCAL_CPUS:
+        ray.shutdown()
     if not ray.is_initialized():
-        ray.init(address="local", num_cpus=6, include_dashboard=False, logging_level="WARNING")
+        ray.init(
+            address="local",
+            num_cpus=RAY_LOCAL_CPUS,
+            include_dashboard=False,
+            logging_level="WARNING",
+        )
     yield ray
 
 
