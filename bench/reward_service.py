@@ -218,7 +218,7 @@ def main() -> None:
     from operators.tiny_task.reward_model import build_tiny_reward_model
 
     task = build_tiny_task(ROOT / ".cache" / "tiny")
-    rm = build_tiny_reward_model(ROOT / ".cache" / "tiny_rm", task / "model")
+    rm = build_tiny_reward_model(ROOT / ".cache" / "tiny_rm")
     rows = skewed_rows(args.rows)
     if args.only in (None, "rm"):
         bench_rm(rm, rows, args.repeats, args.hf_batch)

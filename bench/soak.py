@@ -189,13 +189,16 @@ def growth_per_100(samples: list[dict], who: str, key: str) -> float:
     return _slope([(s["iteration"], s[who][key]) for s in _after_warmup(samples)])
 
 
+def _roles(samples: list[dict]) -> list[str]:
+    return sorted({r for s in samples for r in s["rss_mb_by_process"]})
+
+
 def growth_by_process_per_100(samples: list[dict]) -> dict[str, float]:
     """The same slope of each started process's RSS (summed by role)."""
     after = _after_warmup(samples)
-    roles = sorted({r for s in after for r in s["rss_mb_by_process"]})
     return {
         r: _slope([(s["iteration"], s["rss_mb_by_process"].get(r, 0.0)) for s in after])
-        for r in roles
+        for r in _roles(after)
     }
 
 
@@ -238,7 +241,7 @@ def plot(result: dict, png: Path) -> None:
     axes[3].set_xlabel("iteration")
     axes[3].set_title("iteration time (s)")
     after = _after_warmup(samples)
-    for role in sorted({r for s in after for r in s["rss_mb_by_process"]}):
+    for role in _roles(after):
         rss = [s["rss_mb_by_process"].get(role, 0.0) for s in after]
         axes[4].plot([s["iteration"] for s in after], [r - rss[0] for r in rss], label=role)
     axes[4].set_xlabel("iteration")

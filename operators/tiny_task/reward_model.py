@@ -3,8 +3,8 @@ correct from wrong answers of the addition task, for tests and examples of `rewa
 
 ``build_tiny_reward_model(DIR)`` (or ``python -m operators.tiny_task.reward_model --out DIR``)
 writes ``DIR`` (config, weights, the tiny task's tokenizer, ``build.json``). The tokenizer is
-trained here as the tiny policy's is (the same one), or read from ``tokenizer_dir``, so the
-reward model builds beside the policy rather than after it;
+trained here as the tiny policy's is (the same one), so the reward model builds beside the
+policy rather than after it;
 deterministic, and cached like the tiny policy: a build whose stamp matches returns at once.
 Its input is what the `reward_model` operator scores: prompt text + response text.
 """
@@ -56,25 +56,15 @@ def candidate_lists() -> list[list[str]]:
     return lists
 
 
-def _tokenizer(tokenizer_dir: Path | None) -> Any:
-    """The addition task's tokenizer: read from `tokenizer_dir`, or trained as the policy's."""
-    if tokenizer_dir is not None:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(tokenizer_dir)
-    from operators.tiny_task.recipe import addition_recipe
-
-    recipe = addition_recipe()
-    return recipe.train_tokenizer(recipe.corpus())
-
-
-def _train(root: Path, tokenizer_dir: Path | None, params: RewardModelParams) -> dict[str, Any]:
+def _train(root: Path, params: RewardModelParams) -> dict[str, Any]:
     import torch
     from transformers import Qwen2Config, Qwen2ForSequenceClassification
 
+    from operators.tiny_task.recipe import addition_recipe
     from operators.tiny_task.warmup import single_thread
 
-    tokenizer = _tokenizer(tokenizer_dir)
+    recipe = addition_recipe()
+    tokenizer = recipe.train_tokenizer(recipe.corpus())  # the tiny policy's tokenizer
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=params.hidden_size,
@@ -114,11 +104,7 @@ def _train(root: Path, tokenizer_dir: Path | None, params: RewardModelParams) ->
     return {"right_sum_ranked_first": round(ranked_first, 4), "final_loss": round(loss.item(), 4)}
 
 
-def build_tiny_reward_model(
-    out: Path | str,
-    tokenizer_dir: Path | str | None = None,
-    params: RewardModelParams | None = None,
-) -> Path:
+def build_tiny_reward_model(out: Path | str, params: RewardModelParams | None = None) -> Path:
     """Train (or reuse) the tiny reward model in ``out``; returns ``out``."""
     out, params = Path(out).absolute(), params or RewardModelParams()
     key = _key(params)
@@ -127,20 +113,18 @@ def build_tiny_reward_model(
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    measured = _train(tmp, None if tokenizer_dir is None else Path(tokenizer_dir), params)
+    measured = _train(tmp, params)
     (tmp / STAMP_FILE).write_text(json.dumps({**key, **measured}, indent=2) + "\n")
     _move_into_place(tmp, out)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``--out DIR [--tokenizer DIR]``: build the tiny reward model and say how well it ranks
-    (with the tiny policy's tokenizer, trained here unless ``--tokenizer`` names one)."""
+    """``--out DIR``: build the tiny reward model and say how well it ranks."""
     parser = argparse.ArgumentParser(prog="python -m operators.tiny_task.reward_model")
     parser.add_argument("--out", type=Path, default=Path(".cache/tiny_rm"))
-    parser.add_argument("--tokenizer", type=Path, default=None)
     args = parser.parse_args(argv)
-    out = build_tiny_reward_model(args.out, args.tokenizer)
+    out = build_tiny_reward_model(args.out)
     print(f"{out}: right sum ranked first {read_stamp(out)['right_sum_ranked_first']}")
     return 0
 
