@@ -129,6 +129,11 @@ def test_over_long_rows_go_to_on_error(tiny_rm):
 def test_a_run_rewarded_only_by_the_tiny_rm_learns_addition(
     ray_local, tiny_task, tiny_rm, tmp_path
 ):
+    """The rule-checked accuracy (a reward the run never saw) at least doubles, to 0.3 or
+    more, within 40 iterations, and the reward model keeps scoring over-long answers below
+    right ones (an earlier one, never shown such answers, scored numbers like 1971 above the
+    right sum on some CPUs, and the policy learned to write them)."""
+    iterations = 40
     loaded = load_pipeline(
         ROOT / "examples" / "reward_model.yaml",
         [
@@ -136,17 +141,20 @@ def test_a_run_rewarded_only_by_the_tiny_rm_learns_addition(
             f"model.path={tiny_task / 'model'}",
             f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
             f"nodes.score.params.model_path={tiny_rm}",
-            "iterations=30",
+            f"iterations={iterations}",
         ],
     )
     run = Run.start(loaded, build_graph(loaded))
     run.run_inline()
     run.close()
-    accuracy = []  # the rule reward the run never saw
-    for i in range(30):
-        rows = pq.read_table(Path(run.uri) / f"iter={i}" / "generate.parquet").to_pylist()
-        accuracy.append(
-            np.mean([compute_score("", r["response"], r["ground_truth"]) for r in rows])
-        )
+    accuracy, right, too_long = [], [], []
+    for i in range(iterations):
+        rows = pq.read_table(Path(run.uri) / f"iter={i}" / "score.parquet").to_pylist()
+        correct = [compute_score("", r["response"], r["ground_truth"]) for r in rows]
+        accuracy.append(np.mean(correct))
+        if i >= iterations - 3:
+            right += [r["reward"] for r, c in zip(rows, correct, strict=True) if c]
+            too_long += [r["reward"] for r in rows if len(r["response"]) > 2]
     first, last = np.mean(accuracy[:3]), np.mean(accuracy[-3:])
-    assert last >= 0.35 and last >= 2 * first, accuracy
+    assert last >= 0.3 and last >= 2 * first, accuracy
+    assert np.mean(too_long) < np.mean(right) - 5, (np.mean(too_long), np.mean(right))

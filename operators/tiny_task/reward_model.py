@@ -23,8 +23,9 @@ from typing import Any
 from operators.tiny_task.build import STAMP_FILE, _move_into_place, read_stamp
 
 BUILDER = "operators.tiny_task.reward_model"
-VERSION = 1
+VERSION = 2
 JUNK = ("", "+", "=", "1+", "==", "00", "+1", "9=")  # malformed answers a policy emits
+LONG_NUMBERS = 3  # random 3-4 digit numbers per problem among the wrong answers
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,24 @@ def _key(params: RewardModelParams) -> dict[str, Any]:
     return {"builder": BUILDER, "version": VERSION, "params": asdict(params)}
 
 
-def candidate_lists() -> list[list[str]]:
-    """Per problem, prompt + response texts: the right sum first, then every wrong sum 0..18
-    and malformed answers."""
+def too_long(answer: str, rng: random.Random) -> list[str]:
+    """Over-long answers, 3-4 digits (a policy writes up to 4 tokens): the right sum repeated
+    or followed by zeros, and random numbers. Without them a policy learned to write such
+    numbers, which the reward model never saw and could score above the right sum."""
+    numbers = [str(rng.randrange(100, 10_000)) for _ in range(LONG_NUMBERS)]
+    return [(answer * 3)[:4], answer + "00", *numbers]
+
+
+def candidate_lists(seed: int = 0) -> list[list[str]]:
+    """Per problem, prompt + response texts: the right sum first, then every wrong sum 0..18,
+    malformed and over-long answers."""
     from operators.tiny_task.problems import all_problems
 
+    rng = random.Random(seed)
     lists = []
     for p in all_problems():
-        wrong = [str(n) for n in range(19) if str(n) != p.answer] + list(JUNK)
+        wrong = [str(n) for n in range(19) if str(n) != p.answer]
+        wrong += [*JUNK, *too_long(p.answer, rng)]
         lists.append([p.prompt + a for a in [p.answer, *wrong]])
     return lists
 
@@ -77,7 +88,7 @@ def _train(root: Path, params: RewardModelParams) -> dict[str, Any]:
         pad_token_id=tokenizer.pad_token_id,
         use_sliding_window=False,
     )
-    lists = candidate_lists()
+    lists = candidate_lists(params.seed)
     rng = random.Random(params.seed)
 
     def scores(batch: list[list[str]]) -> torch.Tensor:  # (problems, candidates)
