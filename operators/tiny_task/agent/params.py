@@ -57,16 +57,18 @@ class LookupTaskParams(AgentTaskBase):
     """Facts only the ``lookup`` tool knows: row ``i`` asks for key ``i % keys`` of its own
     episode's table (:class:`~operators.tiny_task.agent.facts_env.EpisodeFacts`), and the rows
     sharing a prompt hold every answer equally often. The warm-up teaches the call
-    (``key_smoothing`` 0: the prompt's key, exactly) and where the answer goes, not what it is
-    (``answer_smoothing`` 1: a uniform digit, whatever the tool said)."""
+    (``key_smoothing`` 0: the prompt's key, exactly; 600 steps, so that RL does not drift to
+    wrong keys before it learns to copy) and where the answer goes, barely what it is
+    (``answer_smoothing`` 0.9: a target 90 % uniform, 10 % the tool's answer, a faint trace
+    RL amplifies; with a wholly uniform one, on some CPUs RL did not find the copy)."""
 
     task: str = LOOKUP_TASK
     keys: int = 10
     rows_per_key: int = 10
     key_smoothing: float = 0.0
-    answer_smoothing: float = 1.0
+    answer_smoothing: float = 0.9
     warmup: AgentWarmupParams = field(
-        default_factory=lambda: AgentWarmupParams(episodes=32, steps=300, learning_rate=3e-3)
+        default_factory=lambda: AgentWarmupParams(episodes=32, steps=600, learning_rate=3e-3)
     )
 
 
