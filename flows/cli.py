@@ -83,14 +83,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     # reach the Prefect API/UI. --verbose shows them here too.
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+    from flows.embedded_server import start_embedded_server, stop_embedded_server
     from flows.rl_loop import rldag_run
-    from flows.settings import configure_embedded_server
     from rldag.progress import RunProgress
-
-    configure_embedded_server()
 
     with RunProgress(console):
         try:
+            start_embedded_server()  # unless PREFECT_API_URL names a server
             rldag_run(args.pipeline, list(args.overrides), resume=args.resume)
         except InputError:  # found once the run started (its lock was just taken): exit 2
             raise
@@ -103,6 +102,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 highlight=False,
             )
             return 1
+        finally:
+            stop_embedded_server()
     return 0
 
 

@@ -31,6 +31,7 @@ from pydantic import Field
 
 from flows.api_outage import best_effort, outage_message, unreachable, wait_for_api
 from flows.artifacts import Progress, publish_iteration, publish_reward_curve
+from flows.embedded_server import recycle_if_grown
 from flows.pipeline_param import pipeline_file
 from flows.run_logs import forward_rldag_logs
 from flows.settings import without_heartbeats
@@ -193,6 +194,8 @@ class PrefectLauncher:
     def iteration_finished(
         self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict], in_flight: int
     ) -> None:
+        if iteration + 1 < self.run.loaded.spec.iterations:  # while no task run reports
+            recycle_if_grown(self.run.loaded.spec.faults.prefect_server_max_rss_mb)
         self._inbox(iteration).items.put(_Close(metrics, rollouts))
         with self._lock:
             for step in [s for s in self._task_runs if s.iteration == iteration]:

@@ -320,7 +320,7 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
     check_trackers(spec.trackers, where)
     _check_weights(spec.weights, where)
     _check_pools(spec, where)
-    for key in ("max_restarts", "prefect_outage_s"):
+    for key in ("max_restarts", "prefect_outage_s", "prefect_server_max_rss_mb"):
         if (value := getattr(spec.faults, key)) < 0:
             raise SpecError(f"must be >= 0, got {value}", path=f"faults.{key}", where=where)
 
@@ -380,3 +380,6 @@ class FaultsSpec:
 
     max_restarts: int = 3  # per run: stateless workers restarted (and their call re-run)
     prefect_outage_s: float = 120.0  # how long a run waits for an unreachable Prefect API
+    # the Prefect server `rldag run` starts (no PREFECT_API_URL) is restarted at the end of an
+    # iteration once its resident memory passes this (MB; 0: never)
+    prefect_server_max_rss_mb: float = 1024.0

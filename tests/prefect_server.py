@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,16 +12,10 @@ from pathlib import Path
 
 import httpx
 
+from flows.embedded_server import free_port
 from flows.settings import SERVER_DEFAULTS
 
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class PrefectServer:

@@ -15,11 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from flows.embedded_server import free_port
 
 
 class MlflowServer:

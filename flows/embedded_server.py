@@ -1,0 +1,111 @@
+"""The Prefect server `rldag run` starts for itself when no PREFECT_API_URL is set, recycled
+when its memory grows past a bound.
+
+Prefect would start the same server on first use (its "ephemeral" `SubprocessASGIServer`, on
+the same database file). rldag starts it itself so that it knows the process and can restart
+it on the same port: at the end of an iteration, once the server's resident memory passes
+`faults.prefect_server_max_rss_mb` (it grows ~2.6 MB per 100 iterations with no cache of
+rldag's behind it: README, "Soak"), as Celery replaces a worker past
+`worker_max_memory_per_child`. The run's clients keep the URL: connected ones retry through
+the restart, a subflow that starts meanwhile waits for it (flows/api_outage.py). A server of
+your own (PREFECT_API_URL) is never touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+
+import psutil
+
+from flows.settings import configure_embedded_server
+
+log = logging.getLogger("rldag.prefect")
+_server = None  # prefect.server.api.server.SubprocessASGIServer, once started
+DRAIN_S = 30  # how long the run's queued events and logs may take to reach the server
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_embedded_server() -> str | None:
+    """Start the server and point this process (and what it starts) at it; its API URL, or
+    None where an API URL was set (then nothing starts)."""
+    global _server
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import get_current_settings
+
+    if get_current_settings().api.url:
+        return None
+    configure_embedded_server()
+    server = SubprocessASGIServer(port=free_port())
+    server.start()
+    _point_at(server.api_url)
+    _server = server
+    return server.api_url
+
+
+def _point_at(api_url: str) -> None:
+    """Make `api_url` this process's Prefect API, in every thread, and its children's."""
+    from prefect.context import refresh_global_settings_context
+
+    os.environ["PREFECT_API_URL"] = api_url
+    refresh_global_settings_context()
+
+
+def server_rss_mb() -> float | None:
+    """The embedded server's resident memory (MB); None when rldag started none."""
+    process = _server.server_process if _server is not None else None
+    if process is None:
+        return None
+    try:
+        return psutil.Process(process.pid).memory_info().rss / 2**20
+    except psutil.Error:  # it just ended; the next request finds out
+        return None
+
+
+def recycle_if_grown(max_rss_mb: float) -> bool:
+    """Restart the embedded server on its port if its memory passed `max_rss_mb` (0: never):
+    the run's queued events and logs reach it first, and its services flush as it stops."""
+    rss = server_rss_mb()
+    if rss is None or not max_rss_mb or rss <= max_rss_mb:
+        return False
+    start = time.monotonic()
+    _drain_reports()
+    _server.stop()
+    _server.start()
+    if _server.api_url != os.environ["PREFECT_API_URL"]:  # its port was taken meanwhile
+        _point_at(_server.api_url)
+    log.warning(
+        "restarted the Prefect server rldag started (%.0f MB > faults.prefect_server_max_rss_mb"
+        " = %g) in %.1f s",
+        rss,
+        max_rss_mb,
+        time.monotonic() - start,
+    )
+    return True
+
+
+def stop_embedded_server() -> None:
+    """Stop the server rldag started, if any, once the run's last events and logs reached it
+    (at the end of `rldag run`)."""
+    global _server
+    if _server is not None:
+        _drain_reports()
+        _server.stop()
+        _server = None
+
+
+def _drain_reports() -> None:
+    """Send the events and logs this process has queued for the Prefect API."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=DRAIN_S, at_exit=False)
+    EventsWorker.drain_all(timeout=DRAIN_S, at_exit=False)
