@@ -26,6 +26,7 @@ LONGEST_FIRST = (
     "test_s3_storage.py",
     "test_rollout_service.py",
     "test_worker_faults.py",
+    "test_embedded_server.py",
     "test_weight_transport.py",
     "test_costs.py",
     "test_fsdp.py",
