@@ -194,7 +194,7 @@ class PrefectLauncher:
     def iteration_finished(
         self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict], in_flight: int
     ) -> None:
-        if iteration + 1 < self.run.loaded.spec.iterations:  # while no task run reports
+        if iteration + 1 < self.run.loaded.spec.iterations:  # before new steps launch
             recycle_if_grown(self.run.loaded.spec.faults.prefect_server_max_rss_mb)
         self._inbox(iteration).items.put(_Close(metrics, rollouts))
         with self._lock:

@@ -157,4 +157,5 @@ def test_a_run_rewarded_only_by_the_tiny_rm_learns_addition(
             too_long += [r["reward"] for r in rows if len(r["response"]) > 2]
     first, last = np.mean(accuracy[:3]), np.mean(accuracy[-3:])
     assert last >= 0.3 and last >= 2 * first, accuracy
-    assert np.mean(too_long) < np.mean(right) - 5, (np.mean(too_long), np.mean(right))
+    if too_long:  # none at all is no hacking either
+        assert np.mean(too_long) < np.mean(right) - 5, (np.mean(too_long), np.mean(right))
