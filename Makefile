@@ -3,9 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-MODELS := model-addition model-reward model-lookup model-guess
+MODELS := model-addition model-reward model-lookup model-guess model-code
+SHIPPED := examples/tiny_models
 
-.PHONY: run test lint test-fast model $(MODELS) system-deps clean
+.PHONY: run test lint test-fast model $(MODELS) rebuild-models system-deps clean
 
 # The venv: the project editable, with torch pinned to the CPU wheel (constraints.txt). Its
 # bytecode is compiled on every core afterwards (pip compiles file by file); files written
@@ -22,9 +23,9 @@ $(STAMP): pyproject.toml constraints.txt
 system-deps:
 	sh scripts/install-system-deps.sh
 
-# The tiny default model, tokenizer and addition data, the tiny reward model and the tiny
-# agent tasks (deterministic, cached). One target per build, so `make -j3 model` builds
-# them side by side (each trains on one thread; the reward model trains the policy's tokenizer).
+# The tiny default model, tokenizer and addition data, the tiny reward model, the tiny agent
+# and code tasks: the builds shipped in examples/tiny_models, installed into .cache/ after every
+# file is checked against its SHA256SUMS (the same weights on every CPU; seconds).
 model: $(MODELS)
 
 model-addition: $(STAMP)
@@ -38,6 +39,19 @@ model-lookup: $(STAMP)
 
 model-guess: $(STAMP)
 	$(BIN)/python -m operators.tiny_task --task guess --out .cache/tiny-guess
+
+model-code: $(STAMP)
+	$(BIN)/python -m operators.tiny_task --task code --out .cache/tiny-code
+
+# The recipe: trains every shipped build again on this machine, into examples/tiny_models
+# (the weights then depend on this CPU's float kernels: docs/reproducibility.md). For
+# maintainers who change a task; the learning tests' bars must be measured again after it.
+rebuild-models: $(STAMP)
+	$(BIN)/python -m operators.tiny_task --rebuild --out $(SHIPPED)/addition
+	$(BIN)/python -m operators.tiny_task.reward_model --rebuild --out $(SHIPPED)/reward_model
+	$(BIN)/python -m operators.tiny_task --rebuild --task lookup --out $(SHIPPED)/lookup
+	$(BIN)/python -m operators.tiny_task --rebuild --task guess --out $(SHIPPED)/guess
+	$(BIN)/python -m operators.tiny_task --rebuild --task code --out $(SHIPPED)/code
 
 run: model
 	$(BIN)/rldag run pipeline.yaml

@@ -1,8 +1,10 @@
-"""Command line: ``python -m operators.tiny_task [--task addition|code|guess|lookup] --out DIR``.
+"""Command line: ``python -m operators.tiny_task [--task addition|code|guess|lookup] --out DIR
+[--rebuild]``.
 
-Builds (or reuses) the tiny task (single-digit addition by default, the code task, or an agent
-task: the guessing game, tool lookups) in ``DIR``
-and prints where it is and how the warmed-up policy does at the start.
+Installs the shipped build of the tiny task (single-digit addition by default, the code task,
+or an agent task: the guessing game, tool lookups) into ``DIR``, checked by its checksums, or
+with ``--rebuild`` trains it here from the recipe; prints where it is and how the warmed-up
+policy does at the start.
 """
 
 from __future__ import annotations
@@ -13,7 +15,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from operators.tiny_task.build import TASKS, build_tiny_task, is_built, read_stamp
+from operators.tiny_task.build import (
+    REBUILD_HELP,
+    TASKS,
+    build_tiny_task,
+    cache_key,
+    is_built,
+    read_stamp,
+)
+from operators.tiny_task.shipped import shipped_build
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -29,15 +39,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="single-digit addition (default), function-writing code tasks, or the agent tasks",
     )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
-    parser.add_argument("--force", action="store_true", help="rebuild even if DIR is up to date")
+    parser.add_argument("--rebuild", action="store_true", help=REBUILD_HELP)
     args = parser.parse_args(argv)
     params = TASKS[args.task]()
-    cached = not args.force and is_built(args.out, params)
+    cached = not args.rebuild and is_built(args.out, params)
+    shipped = None if args.rebuild else shipped_build(cache_key(params))
     start = time.perf_counter()
-    out = build_tiny_task(args.out, force=args.force, params=params)
+    out = build_tiny_task(args.out, force=args.rebuild, params=params)
     stamp = read_stamp(out) or {}
     warmup = stamp.get("warmup", {})
-    state = "up to date" if cached else f"built in {time.perf_counter() - start:.1f}s"
+    if cached:
+        state = "up to date (the shipped build's checksums match)" if shipped else "up to date"
+    elif shipped:
+        state = f"installed {shipped} (every file checked against its SHA256SUMS)"
+    else:
+        state = f"trained here in {time.perf_counter() - start:.1f}s"
     print(f"{out}: {state}")
     if warmup and "syntax_rate" in warmup:
         print(

@@ -8,6 +8,11 @@ the task. Layout of a build::
     DIR/train.parquet   all problems (100 additions or 20 code problems), veRL format, "train"
     DIR/test.parquet    the same problems, split "test"
     DIR/build.json      builder name/version, (task,) parameters, and the warm-up's measurements
+    DIR/SHA256SUMS      the SHA-256 of every other file
+
+Where the project ships a build with these parameters (:mod:`operators.tiny_task.shipped`),
+it is installed (copied, checked by its checksums) instead of trained, so every machine gets
+the same weights; ``force`` trains one here from the recipe instead.
 
 The build happens in a temporary directory next to ``DIR`` that is renamed into place at the
 end, so an interrupted build never leaves a half-written ``DIR``. A later call whose builder
@@ -20,6 +25,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +39,15 @@ from operators.tiny_task.agent.params import (
 )
 from operators.tiny_task.coding.params import CODE_BUILDER_VERSION, CODE_TASK, CodeTaskParams
 from operators.tiny_task.params import TinyTaskParams
+from operators.tiny_task.shipped import install, is_installed, shipped_build, write_checksums
 
 BUILDER = "operators.tiny_task"
 BUILDER_VERSION = 1
 STAMP_FILE = "build.json"
+REBUILD_HELP = (
+    "train from the recipe on this machine instead of installing the shipped build "
+    "(the weights then depend on this CPU's float kernels)"
+)
 
 TaskParams = TinyTaskParams | CodeTaskParams | AgentTaskParams
 TASKS: dict[str, type[TaskParams]] = {
@@ -71,13 +82,20 @@ def read_stamp(out: Path) -> dict[str, Any] | None:
     return stamp if isinstance(stamp, dict) else None
 
 
-def is_built(out: Path, params: TaskParams | None = None) -> bool:
-    """Whether ``out`` holds a finished build made with ``params`` by this builder version."""
+def matches(out: Path, key: dict[str, Any]) -> bool:
+    """Whether ``out`` holds a finished build whose stamp carries ``key``: where the project
+    ships a build with that key, exactly the shipped files."""
     stamp = read_stamp(out)
-    if stamp is None:
+    if stamp is None or not all(stamp.get(name) == value for name, value in key.items()):
         return False
-    key = cache_key(params or TinyTaskParams())
-    return all(stamp.get(name) == value for name, value in key.items())
+    shipped = shipped_build(key)
+    return shipped is None or is_installed(Path(out), shipped)
+
+
+def is_built(out: Path, params: TaskParams | None = None) -> bool:
+    """Whether ``out`` holds a finished build made with ``params`` by this builder version
+    (where the project ships one, exactly the shipped files)."""
+    return matches(out, cache_key(params or TinyTaskParams()))
 
 
 def _build_into(root: Path, params: TaskParams) -> dict[str, Any]:
@@ -96,7 +114,7 @@ def _build_into(root: Path, params: TaskParams) -> dict[str, Any]:
         recipe = code_recipe()
     else:
         recipe = addition_recipe()
-    return {**cache_key(params), **build_task_into(root, params, recipe)}
+    return build_task_into(root, params, recipe)
 
 
 def _move_into_place(tmp: Path, out: Path) -> None:
@@ -119,33 +137,51 @@ def build_tiny_task(
     params: TaskParams | None = None,
     task: str = "addition",
 ) -> Path:
-    """Builds the tokenizer, warmed-up model and parquet splits into ``out``; returns ``out``.
+    """Installs the shipped build of the task into ``out`` (checked by its checksums), or,
+    where none ships with these parameters or with ``force``, trains the tokenizer and
+    warmed-up model and writes the parquet splits there; returns ``out``.
 
-    ``params`` (default: the default parameters of ``task``, ``addition`` or ``code``) selects
-    the task. Does nothing when ``out/build.json`` matches this builder and ``params`` (unless
-    ``force``). Refuses to replace a non-empty directory that is not a previous tiny_task build.
+    ``params`` (default: the default parameters of ``task``) selects the task. Does nothing
+    when ``out`` is up to date (:func:`is_built`; unless ``force``). Refuses to replace a
+    non-empty directory that is not a previous tiny_task build.
     """
-    out = Path(out).absolute()
     if params is None:
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
         params = TASKS[task]()
-    if not force and is_built(out, params):
+    chosen = params
+    return build_keyed(out, cache_key(chosen), lambda root: _build_into(root, chosen), force)
+
+
+def build_keyed(
+    out: Path | str, key: dict[str, Any], train: Callable[[Path], dict[str, Any]], force: bool
+) -> Path:
+    """Makes ``out`` a build stamped with ``key``: the shipped build with that key, installed,
+    or (none shipped, or ``force``) one that ``train`` writes into an empty directory, its
+    returned stamp and checksums added. Atomic: a temporary directory beside ``out`` is
+    renamed into place; a build already up to date (:func:`matches`) is kept."""
+    out = Path(out).absolute()
+    if not force and matches(out, key):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         os.chmod(tmp, 0o755)
-        stamp = _build_into(tmp, params)
-        (tmp / STAMP_FILE).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
+        shipped = None if force else shipped_build(key)
+        if shipped is not None:
+            install(shipped, tmp)
+        else:
+            stamp = {**train(tmp), **key}
+            (tmp / STAMP_FILE).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
+            write_checksums(tmp)
         for path in tmp.rglob("*"):
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
-        if not force and is_built(out, params):  # a concurrent build finished first
+        if not force and matches(out, key):  # a concurrent build finished first
             return out
         try:
             _move_into_place(tmp, out)
         except OSError:
-            if not is_built(out, params):  # lost a race only if the winner built the same
+            if not matches(out, key):  # lost a race only if the winner built the same
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -12,15 +12,13 @@ Its input is what the `reward_model` operator scores: prompt text + response tex
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from operators.tiny_task.build import STAMP_FILE, _move_into_place, read_stamp
+from operators.tiny_task.build import REBUILD_HELP, build_keyed, read_stamp
 
 BUILDER = "operators.tiny_task.reward_model"
 VERSION = 2
@@ -67,6 +65,22 @@ def candidate_lists(seed: int = 0) -> list[list[str]]:
     return lists
 
 
+def candidate_scores(model: Any, tokenizer: Any, batch: list[list[str]]) -> Any:
+    """The reward model's scores of every candidate text, shaped (problems, candidates)."""
+    enc = tokenizer([t for c in batch for t in c], return_tensors="pt", padding=True)
+    return model(**enc).logits.view(len(batch), -1)
+
+
+def right_sum_ranked_first(model: Any, tokenizer: Any, seed: int = 0) -> float:
+    """The share of problems on which ``model`` scores the right sum above every other
+    candidate (:func:`candidate_lists`)."""
+    import torch
+
+    with torch.no_grad():
+        ranks = candidate_scores(model, tokenizer, candidate_lists(seed)).argmax(-1)
+    return float((ranks == 0).float().mean())
+
+
 def _train(root: Path, params: RewardModelParams) -> dict[str, Any]:
     import torch
     from transformers import Qwen2Config, Qwen2ForSequenceClassification
@@ -91,10 +105,6 @@ def _train(root: Path, params: RewardModelParams) -> dict[str, Any]:
     lists = candidate_lists(params.seed)
     rng = random.Random(params.seed)
 
-    def scores(batch: list[list[str]]) -> torch.Tensor:  # (problems, candidates)
-        enc = tokenizer([t for c in batch for t in c], return_tensors="pt", padding=True)
-        return model(**enc).logits.view(len(batch), -1)
-
     with single_thread(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(params.seed)
         model = Qwen2ForSequenceClassification(config).float()
@@ -102,40 +112,35 @@ def _train(root: Path, params: RewardModelParams) -> dict[str, Any]:
         target = torch.zeros(params.problems_per_step, dtype=torch.long)  # the right sum
         for _ in range(params.steps):  # listwise: softmax over one problem's answers
             loss = torch.nn.functional.cross_entropy(
-                scores(rng.sample(lists, params.problems_per_step)), target
+                candidate_scores(model, tokenizer, rng.sample(lists, params.problems_per_step)),
+                target,
             )
             optim.zero_grad()
             loss.backward()
             optim.step()
         model.eval()
-        with torch.no_grad():
-            ranked_first = float((scores(lists).argmax(-1) == 0).float().mean())
+        ranked_first = right_sum_ranked_first(model, tokenizer, params.seed)
     model.save_pretrained(root)
     tokenizer.save_pretrained(root)
     return {"right_sum_ranked_first": round(ranked_first, 4), "final_loss": round(loss.item(), 4)}
 
 
-def build_tiny_reward_model(out: Path | str, params: RewardModelParams | None = None) -> Path:
-    """Train (or reuse) the tiny reward model in ``out``; returns ``out``."""
-    out, params = Path(out).absolute(), params or RewardModelParams()
-    key = _key(params)
-    stamp = read_stamp(out)
-    if stamp is not None and all(stamp.get(k) == v for k, v in key.items()):
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    measured = _train(tmp, params)
-    (tmp / STAMP_FILE).write_text(json.dumps({**key, **measured}, indent=2) + "\n")
-    _move_into_place(tmp, out)
-    return out
+def build_tiny_reward_model(
+    out: Path | str, params: RewardModelParams | None = None, *, force: bool = False
+) -> Path:
+    """Installs the shipped tiny reward model into ``out`` (or, where none ships with these
+    parameters or with ``force``, trains it there); returns ``out``."""
+    params = params or RewardModelParams()
+    return build_keyed(out, _key(params), lambda root: _train(root, params), force)
 
 
 def main(argv: list[str] | None = None) -> int:
     """``--out DIR``: build the tiny reward model and say how well it ranks."""
     parser = argparse.ArgumentParser(prog="python -m operators.tiny_task.reward_model")
     parser.add_argument("--out", type=Path, default=Path(".cache/tiny_rm"))
+    parser.add_argument("--rebuild", action="store_true", help=REBUILD_HELP)
     args = parser.parse_args(argv)
-    out = build_tiny_reward_model(args.out)
+    out = build_tiny_reward_model(args.out, force=args.rebuild)
     print(f"{out}: right sum ranked first {read_stamp(out)['right_sum_ranked_first']}")
     return 0
 
