@@ -13,6 +13,7 @@ from operators.rewards.arithmetic import compute_score, extract_answer
 from operators.tiny_task import (
     EvalParams,
     TinyTaskParams,
+    WarmupParams,
     all_problems,
     build_tiny_task,
     is_built,
@@ -22,8 +23,7 @@ from operators.tiny_task import build as build_module
 
 @pytest.fixture
 def built(tiny_task: Path) -> Path:
-    """The session's tiny task (`make model` built it in another process; the determinism
-    test builds it again here and compares the bytes)."""
+    """The session's tiny task (`make model` installed the shipped build)."""
     return tiny_task
 
 
@@ -181,7 +181,7 @@ def test_failed_build_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(build_module, "_build_into", boom)
     with pytest.raises(RuntimeError, match="killed"):
-        build_tiny_task(tmp_path / "task")
+        build_tiny_task(tmp_path / "task", force=True)  # trains from the recipe
     assert list(tmp_path.iterdir()) == []
 
 
@@ -209,15 +209,16 @@ def test_outdated_build_is_replaced_whole(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["task"]
 
 
-@pytest.mark.slow
-def test_build_is_deterministic(built: Path, tmp_path: Path) -> None:
-    again = build_tiny_task(tmp_path / "again")
-    for name in ["model/model.safetensors", "model/tokenizer.json", "model/config.json"]:
-        assert (again / name).read_bytes() == (built / name).read_bytes(), name
+def test_a_rebuild_is_bit_identical_on_one_machine(built: Path, tmp_path: Path) -> None:
+    """Two trainings from the recipe (a short warm-up) give the same bytes here; the
+    tokenizer, config and data, which no float kernel touches, are the shipped ones."""
+    params = TinyTaskParams(warmup=WarmupParams(steps=5))
+    one = build_tiny_task(tmp_path / "one", params=params)
+    two = build_tiny_task(tmp_path / "two", params=params, force=True)
+    assert (one / "SHA256SUMS").read_text() == (two / "SHA256SUMS").read_text()
+    for name in ["model/tokenizer.json", "model/config.json"]:
+        assert (one / name).read_bytes() == (built / name).read_bytes(), name
     for split in ["train", "test"]:
-        assert pq.read_table(again / f"{split}.parquet").equals(
+        assert pq.read_table(one / f"{split}.parquet").equals(
             pq.read_table(built / f"{split}.parquet")
         )
-    assert json.loads((again / "build.json").read_text()) == json.loads(
-        (built / "build.json").read_text()
-    )
