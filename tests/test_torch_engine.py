@@ -12,6 +12,7 @@ from tests.tiny_models import (
     VOCAB,
     random_causal_lm,
 )
+from tests.tolerances import rounding_atol
 
 PROMPTS = [[1, 2, 3], [5, 6, 7, 8, 9, 10, 11], [4], [7, 7, 12, 40]]
 CHARS = "abcdefghijklmnopqrstuvwxyz0123456789 .,!?-+*/=()[]{}<>:;'\"#$%&@^~"[: VOCAB - 2]
@@ -56,9 +57,19 @@ def _teacher_forced(
     """log_softmax(logits / T) of ``tokens`` given ``prompt``, from one unpadded forward pass."""
     ids = torch.tensor([prompt + tokens])
     with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
+        logits = model(ids).logits[0, len(prompt) - 1 : -1]
+    if logits.dtype != torch.float64:  # a float64 copy gives the exact reference
+        logits = logits.float()
     logp = torch.log_softmax(logits / temperature, dim=-1)
     return logp.gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1)
+
+
+def _rounding(
+    model: torch.nn.Module, prompt: list[int], tokens: list[int], temperature: float
+) -> float:
+    """The tolerance for the engine's log-probs of ``tokens``: the teacher-forced fp32
+    forward's measured rounding (tests/tolerances.py)."""
+    return rounding_atol(model, lambda m: _teacher_forced(m, prompt, tokens, temperature))
 
 
 def _tokens(results: list[list[Completion]]) -> list[list[list[int]]]:
@@ -112,14 +123,16 @@ def test_logprobs_match_teacher_forcing(qwen: torch.nn.Module, temperature: floa
         for c in group:
             assert len(c.token_ids) == len(c.logprobs) == 8
             ref = _teacher_forced(qwen, prompt, c.token_ids, temperature)
-            torch.testing.assert_close(torch.tensor(c.logprobs), ref, atol=1e-4, rtol=0)
+            atol = _rounding(qwen, prompt, c.token_ids, temperature)
+            torch.testing.assert_close(torch.tensor(c.logprobs), ref, atol=atol, rtol=0)
 
 
 def test_greedy_logprobs_are_untempered(qwen: torch.nn.Module) -> None:
     (group,) = TorchEngine(qwen).generate([PROMPTS[1]], SamplingParams(n=2, temperature=0))
     assert group[0] == group[1] and group[0] is not group[1]
     ref = _teacher_forced(qwen, PROMPTS[1], group[0].token_ids, 1.0)
-    torch.testing.assert_close(torch.tensor(group[0].logprobs), ref, atol=1e-4, rtol=0)
+    atol = _rounding(qwen, PROMPTS[1], group[0].token_ids, 1.0)
+    torch.testing.assert_close(torch.tensor(group[0].logprobs), ref, atol=atol, rtol=0)
 
 
 def test_seed_determinism(qwen: torch.nn.Module) -> None:
@@ -141,7 +154,8 @@ def test_groups_in_order_across_chunks(qwen: torch.nn.Module) -> None:
     for prompt, group in zip(PROMPTS, results, strict=True):
         for c in group:
             ref = _teacher_forced(qwen, prompt, c.token_ids, 1.0)
-            torch.testing.assert_close(torch.tensor(c.logprobs), ref, atol=1e-4, rtol=0)
+            atol = _rounding(qwen, prompt, c.token_ids, 1.0)
+            torch.testing.assert_close(torch.tensor(c.logprobs), ref, atol=atol, rtol=0)
     greedy = SamplingParams(temperature=0, max_new_tokens=6)
     small = TorchEngine(qwen, max_batch_size=1).generate(PROMPTS, greedy)
     assert _tokens(small) == _tokens(TorchEngine(qwen).generate(PROMPTS, greedy))
