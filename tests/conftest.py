@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -10,35 +11,45 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-# The longest test files (measured with --durations, under load), collected first, so that
-# `make test`'s two workers (pytest -n 2 --dist loadfile) start on them and do not end with
-# one worker running a long file alone. The other files keep their order after these.
-LONGEST_FIRST = (
-    "test_async.py",
-    "test_resume.py",
-    "test_service_faults.py",
-    "test_learning.py",
-    "test_prefect_server.py",
-    "test_agent_learning.py",
-    "test_agent_env_learning.py",
-    "test_weight_edges.py",
-    "test_reward_model.py",
-    "test_s3_storage.py",
-    "test_rollout_service.py",
-    "test_worker_faults.py",
-    "test_embedded_server.py",
-    "test_weight_transport.py",
-    "test_costs.py",
-    "test_fsdp.py",
-    "test_agent_pipeline.py",
-    "test_lora.py",
-    "test_ray_pools.py",
-)
+# Seconds each test file took (setup, call and teardown of its tests), recorded by a run with
+# --record-durations. The longest files are collected first, so that `make test`'s two
+# workers (pytest -n 2 --dist loadfile) start on them and do not end with one worker running a
+# long file alone; files not in the record come last, in their own order.
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        action="store_true",
+        help=f"write each test file's seconds to {DURATIONS.name} (orders later runs)",
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable within a file
+    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))  # stable
+
+
+class FileSeconds:
+    """Adds up each test file's seconds (on the controller, from every worker's reports) and
+    writes them to DURATIONS at the end, longest first."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        path = report.nodeid.split("::")[0]
+        self.totals[path] = self.totals.get(path, 0.0) + report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        ranked = sorted(self.totals.items(), key=lambda kv: -kv[1])
+        DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in ranked}, indent=1) + "\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--record-durations") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(FileSeconds(), "file-seconds")
 
 
 @pytest.fixture

@@ -49,15 +49,18 @@ class Verifier:
                             ]
                         }
                     data = json.dumps(answer).encode()
+                finally:
+                    # Done before the answer is written: once the client has it, it may send
+                    # the next request, which must not find this one still counted.
+                    with verifier.lock:
+                        verifier.in_flight -= 1
+                try:
                     self.send_response(status)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):  # the client timed out
                     pass
-                finally:
-                    with verifier.lock:
-                        verifier.in_flight -= 1
 
             def log_message(self, *args: object) -> None:
                 pass
