@@ -25,7 +25,7 @@ from rldag import checkpoints
 from rldag.allocator import cap_malloc_arenas
 from rldag.errors import InputError, RunError
 from rldag.graph import Graph, build_graph
-from rldag.overrides import read_overrides_file
+from rldag.overrides import blame_override, read_overrides_file
 from rldag.plan_view import placement_for, print_execution, print_nodes, print_placement
 from rldag.run_lock import RunLock
 from rldag.spec import LoadedPipeline, load_pipeline
@@ -36,8 +36,13 @@ console = Console(soft_wrap=True)
 
 
 def _load(args: argparse.Namespace) -> tuple[LoadedPipeline, Graph]:
-    loaded = load_pipeline(args.pipeline, args.overrides)
-    return loaded, build_graph(loaded)
+    """The validated pipeline and its graph; a bad value an override gave is blamed on it."""
+    try:
+        loaded = load_pipeline(args.pipeline, args.overrides)
+        return loaded, build_graph(loaded)
+    except InputError as err:
+        origins = getattr(args, "override_origins", {})
+        raise blame_override(err, str(Path(args.pipeline)), args.overrides, origins) from None
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -277,8 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if hasattr(args, "overrides"):  # commands over a pipeline: -f files, then key=value
             files = getattr(args, "overrides_file", [])
-            extra = [item for f in files for item in read_overrides_file(f)]
-            args.overrides = extra + list(args.overrides)
+            from_files = {
+                item: f"overrides file {f}" for f in files for item in read_overrides_file(f)
+            }
+            args.override_origins = from_files  # whom a bad value is blamed on
+            args.overrides = list(from_files) + list(args.overrides)
         return args.fn(args)
     except InputError as err:
         message = escape(str(err))  # "[a, b]" in a message is text, not rich markup

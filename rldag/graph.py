@@ -175,9 +175,11 @@ def _output_schema(node: Node, upstream: dict[str, pa.Schema], where: str) -> pa
     if op.check_input is not None:
         try:
             op.check_input(node.params, inputs)
-        except InputError as err:
-            path = f"nodes.{node.name}.params" + (f".{err.path}" if err.path else "")
-            raise InputError(err.message, path=path, where=where) from None
+        except InputError as err:  # its path: a params key, or inputs.<port>
+            if err.path.startswith("inputs."):
+                path = f"nodes.{node.name}.{err.path}"
+                raise InputError(err.message, path=path, where=where) from None
+            raise _in_params(err, node.name, where) from None
     extra = op.adds_from_inputs(node.params, inputs) if op.adds_from_inputs else ()
     adds = extra + op.adds
     if op.passthrough and primary is not None:

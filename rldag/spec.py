@@ -331,6 +331,18 @@ def _check_pools(spec: PipelineSpec, where: str) -> None:
     if PoolName.driver in pools:
         message = "'driver' is not a pool (nodes without one run there)"
         raise SpecError(message, path="pools.driver", where=where)
+    for name, pool in pools.items():
+        if pool.workers < 1:
+            raise SpecError(
+                f"must be >= 1, got {pool.workers}: a pool runs its nodes on this many worker "
+                f"actors (leave pools.{name}.workers out for the default of 1)",
+                path=f"pools.{name}.workers",
+                where=where,
+            )
+        for key in ("cpus_per_worker", "gpus_per_worker", "max_concurrency"):
+            if (value := getattr(pool, key)) < 0:
+                message = f"must be >= 0, got {value}"
+                raise SpecError(message, path=f"pools.{name}.{key}", where=where)
     for name, node in spec.nodes.items():
         if node.pool not in (None, PoolName.driver, *pools):
             known = ", ".join([PoolName.driver, *pools])
