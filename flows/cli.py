@@ -23,8 +23,9 @@ from rich.markup import escape
 
 from rldag import checkpoints
 from rldag.allocator import cap_malloc_arenas
-from rldag.errors import InputError, RunError
+from rldag.errors import InputError, RunError, describe
 from rldag.graph import Graph, build_graph
+from rldag.model_paths import hub_offline_by_default
 from rldag.overrides import blame_override, read_overrides_file
 from rldag.plan_view import placement_for, print_execution, print_nodes, print_placement
 from rldag.run_lock import RunLock
@@ -103,7 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 1
         except Exception as err:  # a crash outside any node: say what, not a traceback
             err_console.print(
-                f"[red]run failed:[/red] {type(err).__name__}: {err} (rerun with -v for details)",
+                f"[red]run failed:[/red] {describe(err)} (rerun with -v for details)",
                 highlight=False,
             )
             return 1
@@ -278,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cap_malloc_arenas()  # before the threads a run starts (rldag/allocator.py)
+    hub_offline_by_default()  # a missing model fails at once, not after minutes of retries
     args = build_parser().parse_args(argv)
     try:
         if hasattr(args, "overrides"):  # commands over a pipeline: -f files, then key=value

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from rldag.errors import GraphError, InputError
+from rldag.model_paths import check_param_model_paths
 from rldag.operator import OperatorDef
 from rldag.registry import resolve
 from rldag.schema import check_edge, extend, to_schema
@@ -67,6 +68,7 @@ def _resolve_node(name: str, spec: NodeSpec, where: str) -> tuple[OperatorDef, o
     params = spec.params
     if op.params is not None:
         params = merge_params(op.params, spec.params, where, f"nodes.{name}.params")
+        check_param_model_paths(params, f"nodes.{name}.params", where)
     elif spec.params:
         key = next(iter(spec.params))
         raise GraphError(

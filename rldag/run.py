@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from rldag import checkpoints
-from rldag.errors import InputError, RunError
+from rldag.errors import InputError, RunError, describe
 from rldag.events import NodeFinished, NodeStarted, emit
 from rldag.graph import Graph, Node
 from rldag.metrics import iteration_metrics
@@ -153,7 +153,7 @@ class Run:
         except BaseException as err:  # also libraries' BaseExceptions (torch DCP's)
             out.close(err)
             where = f"node '{node.name}' (iteration {step.iteration})"
-            raise RunError(f"{where} failed: {err!r}") from err
+            raise RunError(f"{where} failed: {describe(err)}") from err
         table = out.table()
         seconds = time.perf_counter() - start
         handle = self._persist(step, table)

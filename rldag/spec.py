@@ -17,6 +17,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rldag.errors import SpecError
+from rldag.model_paths import check_model_path
 from rldag.tracking_spec import TrackerName, TrackingSpec, check_trackers
 
 
@@ -317,6 +318,7 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
         value = getattr(spec.async_, key)
         if value < 0:
             raise SpecError(f"must be >= 0, got {value}", path=f"async.{key}", where=where)
+    check_model_path(spec.model.path, "model.path", where)
     check_trackers(spec.trackers, where)
     _check_weights(spec.weights, where)
     _check_pools(spec, where)
