@@ -28,6 +28,7 @@ from rldag.graph import Graph, build_graph
 from rldag.model_paths import hub_offline_by_default
 from rldag.overrides import blame_override, read_overrides_file
 from rldag.plan_view import placement_for, print_execution, print_nodes, print_placement
+from rldag.progress import RunProgress
 from rldag.run_lock import RunLock
 from rldag.spec import LoadedPipeline, load_pipeline
 from rldag.storage import open_storage
@@ -72,6 +73,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Validate, start Prefect (and, from the flow, Ray and the pools' workers) and run, saying
+    what it is doing from the start."""
+    with RunProgress(console) as progress:
+        progress.starting(f"validating {args.pipeline}")
+        return _run(args, progress)
+
+
+def _run(args: argparse.Namespace, progress: RunProgress) -> int:
     loaded, graph = _load(args)  # bad input fails here, before Prefect or any compute starts
     if loaded.spec.ray.enabled:
         placement_for(loaded, graph)  # so does a placement that cannot fit
@@ -91,25 +100,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
     from flows.embedded_server import start_embedded_server, stop_embedded_server
     from flows.rl_loop import rldag_run
-    from rldag.progress import RunProgress
 
-    with RunProgress(console):
-        try:
-            start_embedded_server()  # unless PREFECT_API_URL names a server
-            rldag_run(args.pipeline, list(args.overrides), resume=args.resume)
-        except InputError:  # found once the run started (its lock was just taken): exit 2
-            raise
-        except RunError as err:
-            err_console.print(f"[red]run failed:[/red] {err}", highlight=False, soft_wrap=True)
-            return 1
-        except Exception as err:  # a crash outside any node: say what, not a traceback
-            err_console.print(
-                f"[red]run failed:[/red] {describe(err)} (rerun with -v for details)",
-                highlight=False,
-            )
-            return 1
-        finally:
-            stop_embedded_server()
+    api = os.environ.get("PREFECT_API_URL")
+    progress.starting(f"using the Prefect server at {api}" if api else "starting Prefect's server")
+    try:
+        start_embedded_server()  # unless PREFECT_API_URL names a server
+        progress.starting("starting the flow run")
+        rldag_run(args.pipeline, list(args.overrides), resume=args.resume)
+    except InputError:  # found once the run started (its lock was just taken): exit 2
+        raise
+    except RunError as err:
+        err_console.print(f"[red]run failed:[/red] {err}", highlight=False, soft_wrap=True)
+        return 1
+    except Exception as err:  # a crash outside any node: say what, not a traceback
+        err_console.print(
+            f"[red]run failed:[/red] {describe(err)} (rerun with -v for details)",
+            highlight=False,
+        )
+        return 1
+    finally:
+        stop_embedded_server()
     return 0
 
 
