@@ -62,8 +62,8 @@ def _row_name(table: pa.Table, index: int) -> str:
 
 def _failed(ctx: NodeContext, where: str, scorer: str, what: str) -> RowError:
     return RowError(
-        f"node '{ctx.node}' iteration {ctx.iteration}, {where}: {scorer} {what}; "
-        f"nodes.{ctx.node}.params.on_error: zero or drop keeps going"
+        f"node '{ctx.node}' iteration {ctx.iteration}, {where}: {scorer} {what}; fix it (if "
+        f"only some rows can fail, nodes.{ctx.node}.params.on_error: zero or drop keeps going)"
     )
 
 
