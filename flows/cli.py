@@ -287,7 +287,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that only read: their process ends without C++ static destructors (below).
+READ_ONLY = ("validate", "plan", "inspect")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line (`argv`, default sys.argv) -> exit code. Run as the `rldag` process
+    (no `argv`), a read-only command then ends the process itself: pyarrow's thread pools
+    abort a share of exits in their static destructors (``terminate called without an active
+    exception``, exit 134) after everything was printed."""
+    code = _main(argv)
+    if argv is None and sys.argv[1:2] and sys.argv[1] in READ_ONLY:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     cap_malloc_arenas()  # before the threads a run starts (rldag/allocator.py)
     hub_offline_by_default()  # a missing model fails at once, not after minutes of retries
     args = build_parser().parse_args(argv)
