@@ -17,7 +17,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
-from rldag.errors import GraphError
+from rldag.errors import GraphError, describe
 from rldag.operator import OperatorDef
 from rldag.spec import NodeKind
 
@@ -96,7 +96,7 @@ def import_target(path: str) -> Any:
         ) from None
     except Exception as err:  # the module raised while being imported
         raise GraphError(
-            f"importing module '{module_name}' raised {type(err).__name__}: {err}"
+            f"importing module '{module_name}' raised {describe(err)}"
             f"{_raised_at(err)}; its top-level code must run without error"
         ) from None
     target = module
