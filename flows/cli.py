@@ -23,10 +23,12 @@ from rich.markup import escape
 
 from rldag import checkpoints
 from rldag.allocator import cap_malloc_arenas
-from rldag.errors import InputError, RunError
+from rldag.errors import InputError, RunError, describe
 from rldag.graph import Graph, build_graph
-from rldag.overrides import read_overrides_file
+from rldag.model_paths import hub_offline_by_default
+from rldag.overrides import blame_override, read_overrides_file
 from rldag.plan_view import placement_for, print_execution, print_nodes, print_placement
+from rldag.progress import RunProgress
 from rldag.run_lock import RunLock
 from rldag.spec import LoadedPipeline, load_pipeline
 from rldag.storage import open_storage
@@ -36,8 +38,13 @@ console = Console(soft_wrap=True)
 
 
 def _load(args: argparse.Namespace) -> tuple[LoadedPipeline, Graph]:
-    loaded = load_pipeline(args.pipeline, args.overrides)
-    return loaded, build_graph(loaded)
+    """The validated pipeline and its graph; a bad value an override gave is blamed on it."""
+    try:
+        loaded = load_pipeline(args.pipeline, args.overrides)
+        return loaded, build_graph(loaded)
+    except InputError as err:
+        origins = getattr(args, "override_origins", {})
+        raise blame_override(err, str(Path(args.pipeline)), args.overrides, origins) from None
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -66,6 +73,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Validate, start Prefect (and, from the flow, Ray and the pools' workers) and run, saying
+    what it is doing from the start."""
+    with RunProgress(console) as progress:
+        progress.starting(f"validating {args.pipeline}")
+        return _run(args, progress)
+
+
+def _run(args: argparse.Namespace, progress: RunProgress) -> int:
     loaded, graph = _load(args)  # bad input fails here, before Prefect or any compute starts
     if loaded.spec.ray.enabled:
         placement_for(loaded, graph)  # so does a placement that cannot fit
@@ -85,25 +100,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
     from flows.embedded_server import start_embedded_server, stop_embedded_server
     from flows.rl_loop import rldag_run
-    from rldag.progress import RunProgress
 
-    with RunProgress(console):
-        try:
-            start_embedded_server()  # unless PREFECT_API_URL names a server
-            rldag_run(args.pipeline, list(args.overrides), resume=args.resume)
-        except InputError:  # found once the run started (its lock was just taken): exit 2
-            raise
-        except RunError as err:
-            err_console.print(f"[red]run failed:[/red] {err}", highlight=False, soft_wrap=True)
-            return 1
-        except Exception as err:  # a crash outside any node: say what, not a traceback
-            err_console.print(
-                f"[red]run failed:[/red] {type(err).__name__}: {err} (rerun with -v for details)",
-                highlight=False,
-            )
-            return 1
-        finally:
-            stop_embedded_server()
+    api = os.environ.get("PREFECT_API_URL")
+    progress.starting(f"using the Prefect server at {api}" if api else "starting Prefect's server")
+    try:
+        start_embedded_server()  # unless PREFECT_API_URL names a server
+        progress.starting("starting the flow run")
+        rldag_run(args.pipeline, list(args.overrides), resume=args.resume)
+    except InputError:  # found once the run started (its lock was just taken): exit 2
+        raise
+    except RunError as err:
+        err_console.print(f"[red]run failed:[/red] {err}", highlight=False, soft_wrap=True)
+        return 1
+    except Exception as err:  # a crash outside any node: say what, not a traceback
+        err_console.print(
+            f"[red]run failed:[/red] {describe(err)} (rerun with -v for details)",
+            highlight=False,
+        )
+        return 1
+    finally:
+        stop_embedded_server()
     return 0
 
 
@@ -271,14 +287,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that only read: their process ends without C++ static destructors (below).
+READ_ONLY = ("validate", "plan", "inspect")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line (`argv`, default sys.argv) -> exit code. Run as the `rldag` process
+    (no `argv`), a read-only command then ends the process itself: pyarrow's thread pools
+    abort a share of exits in their static destructors (``terminate called without an active
+    exception``, exit 134) after everything was printed."""
+    code = _main(argv)
+    if argv is None and sys.argv[1:2] and sys.argv[1] in READ_ONLY:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     cap_malloc_arenas()  # before the threads a run starts (rldag/allocator.py)
+    hub_offline_by_default()  # a missing model fails at once, not after minutes of retries
     args = build_parser().parse_args(argv)
     try:
         if hasattr(args, "overrides"):  # commands over a pipeline: -f files, then key=value
             files = getattr(args, "overrides_file", [])
-            extra = [item for f in files for item in read_overrides_file(f)]
-            args.overrides = extra + list(args.overrides)
+            from_files = {
+                item: f"overrides file {f}" for f in files for item in read_overrides_file(f)
+            }
+            args.override_origins = from_files  # whom a bad value is blamed on
+            args.overrides = list(from_files) + list(args.overrides)
         return args.fn(args)
     except InputError as err:
         message = escape(str(err))  # "[a, b]" in a message is text, not rich markup

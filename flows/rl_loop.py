@@ -41,6 +41,7 @@ from rldag.allocator import cap_malloc_arenas
 from rldag.driver import drive
 from rldag.errors import RunError
 from rldag.graph import build_graph
+from rldag.model_paths import hub_offline_by_default
 from rldag.run import EdgeHandle, Run
 from rldag.scheduler import Step
 from rldag.spec import load_pipeline
@@ -244,6 +245,7 @@ def rldag_run(
     """
     forward_rldag_logs()
     cap_malloc_arenas()  # a deployment's flow run starts here, not in the CLI
+    hub_offline_by_default()  # so does its hub setting (README: Bring your own model)
     extra = [*(overrides or []), *([f"iterations={iterations}"] if iterations else [])]
     loaded = load_pipeline(pipeline_file(pipeline), extra)
     run = Run.start(loaded, build_graph(loaded), run_id=resume)

@@ -18,6 +18,7 @@ import pyarrow as pa
 from operators.policy_engine import EngineParams, PolicyEngine
 from operators.prompt_checks import check_prompt_lengths
 from operators.prompts import MOSTLY_UNKNOWN, encode_prompt, lost_fraction, prompt_text
+from operators.tokenizer_checks import require_chat_template, tokenizer_of
 from rldag.metrics import with_reported_metrics
 from rldag.operator import NodeContext, OperatorDef, Port
 from rldag.schema import columns
@@ -162,6 +163,18 @@ GENERATE_COLUMNS = columns(
     "policy_version",
 )
 
+
+def check_chat_prompts(params: EngineParams, inputs: Mapping[str, pa.Schema]) -> None:
+    """Chat-message prompts are rendered by the tokenizer's chat template: it must have one."""
+    prompts = inputs.get("prompts")
+    if prompts is None or "prompt" not in prompts.names:
+        return
+    if pa.types.is_string(prompts.field("prompt").type):
+        return
+    tokenizer = tokenizer_of(params.model_path)
+    require_chat_template(tokenizer, "the prompts are chat messages, rendered by it")
+
+
 TORCH_ENGINE = OperatorDef(
     name="torch_engine",
     kind=NodeKind.generate,
@@ -171,5 +184,6 @@ TORCH_ENGINE = OperatorDef(
     params=GenerateParams,
     stateful=True,
     emits_chunks=True,
+    check_input=check_chat_prompts,
     description="Sampling n per prompt with logprobs: in process (torch) or on rollout servers.",
 )

@@ -80,11 +80,10 @@ class PolicyEngine:
             )
             self.tokenizer = self.engine.tokenizer
         else:
-            from transformers import AutoTokenizer
-
+            from operators.hf import load_tokenizer
             from operators.rollout.service import RolloutService
 
-            self.tokenizer = AutoTokenizer.from_pretrained(params.model_path)
+            self.tokenizer = load_tokenizer(params.model_path)
             self.service = RolloutService(
                 params.model_path,
                 engine=params.engine,

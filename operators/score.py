@@ -13,7 +13,7 @@ call was fine), so metrics can count the failures.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
@@ -22,10 +22,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.reward_call import RewardArgs, RewardFn, RewardOutcome, call_rewards
+from operators.reward_signature import check_reward_signature, reads_ground_truth
 from operators.reward_worker import ForkedRewardCalls
-from rldag.errors import RowError
+from rldag.errors import InputError, RowError
 from rldag.operator import NodeContext, OperatorDef, Port
-from rldag.schema import col, columns
+from rldag.schema import col, columns, no_values_reason
 from rldag.spec import NodeKind, check_positive
 
 ARGUMENTS = ("data_source", "response", "ground_truth", "extra_info")  # in call order
@@ -61,8 +62,8 @@ def _row_name(table: pa.Table, index: int) -> str:
 
 def _failed(ctx: NodeContext, where: str, scorer: str, what: str) -> RowError:
     return RowError(
-        f"node '{ctx.node}' iteration {ctx.iteration}, {where}: {scorer} {what}; "
-        f"nodes.{ctx.node}.params.on_error: zero or drop keeps going"
+        f"node '{ctx.node}' iteration {ctx.iteration}, {where}: {scorer} {what}; fix it (if "
+        f"only some rows can fail, nodes.{ctx.node}.params.on_error: zero or drop keeps going)"
     )
 
 
@@ -137,8 +138,23 @@ class RewardScorer:
             self.worker.close()
 
 
+def _needs_ground_truth(name: str, fn: RewardFn) -> Callable[[ScoreParams, Mapping], None]:
+    """The validation check that a reward function reading `ground_truth` gets one."""
+
+    def check(_params: ScoreParams, inputs: Mapping[str, pa.Schema]) -> None:
+        reason = no_values_reason(inputs["rollouts"], "ground_truth")
+        if reason is not None and reads_ground_truth(fn):
+            raise InputError(
+                f"reward function {name} reads ground_truth, but its input has none: {reason}",
+                path="inputs.rollouts",
+            )
+
+    return check
+
+
 def score_operator(name: str, fn: RewardFn) -> OperatorDef:
-    """A score OperatorDef around a veRL-style reward function."""
+    """A score OperatorDef around a veRL-style reward function (its signature checked)."""
+    check_reward_signature(name, fn)
     return OperatorDef(
         name=name,
         kind=NodeKind.score,
@@ -147,5 +163,6 @@ def score_operator(name: str, fn: RewardFn) -> OperatorDef:
         adds=(col("reward"), col("reward_info"), col("reward_error", pa.string())),
         params=ScoreParams,
         streams=True,
+        check_input=_needs_ground_truth(name, fn),
         description=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name,
     )

@@ -47,3 +47,24 @@ class PlacementError(InputError):
 class RowError(RunError):
     """A row cannot be used (bad data, or a user function failed on it): the run fails
     (exit 1) with a message naming the node, the iteration and the row."""
+
+
+class ModelLoadError(RunError):
+    """A model or tokenizer directory could not be loaded at run time (its message names the
+    path and the cause; the run adds the node)."""
+
+
+def describe(err: BaseException) -> str:
+    """One line saying what went wrong: an rldag error's message; another error as
+    ``Type: message``; a Ray task error by the error its task raised (Ray's own text is a
+    remote traceback, its repr empty); an error without a message by its type and cause."""
+    cause = getattr(err, "cause", None)  # ray.exceptions.RayTaskError
+    if isinstance(cause, BaseException) and cause is not err:
+        return describe(cause)
+    text = str(err).strip()
+    if isinstance(err, RldagError) and text:
+        return text
+    if text:
+        return f"{type(err).__name__}: {text}"
+    inner = err.__cause__ or err.__context__
+    return type(err).__name__ + (f" (from {describe(inner)})" if inner is not None else "")

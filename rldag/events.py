@@ -11,6 +11,16 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Starting:
+    """What a run is doing before its first iteration (validating, starting Ray, building
+    workers...); `run_id` once its directory is claimed."""
+
+    what: str
+    run_id: str = ""
+    uri: str = ""
+
+
+@dataclass(frozen=True)
 class RunStarted:
     run_id: str
     uri: str
@@ -50,7 +60,7 @@ class RunEnded:
     failed: bool
 
 
-Event = RunStarted | NodeStarted | NodeFinished | IterationFinished | RunEnded
+Event = Starting | RunStarted | NodeStarted | NodeFinished | IterationFinished | RunEnded
 Listener = Callable[[Event], None]
 _LISTENERS: list[Listener] = []
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from rldag.errors import GraphError, InputError
+from rldag.model_paths import check_param_model_paths
 from rldag.operator import OperatorDef
 from rldag.registry import resolve
 from rldag.schema import check_edge, extend, to_schema
@@ -67,6 +68,7 @@ def _resolve_node(name: str, spec: NodeSpec, where: str) -> tuple[OperatorDef, o
     params = spec.params
     if op.params is not None:
         params = merge_params(op.params, spec.params, where, f"nodes.{name}.params")
+        check_param_model_paths(params, f"nodes.{name}.params", where)
     elif spec.params:
         key = next(iter(spec.params))
         raise GraphError(
@@ -175,9 +177,11 @@ def _output_schema(node: Node, upstream: dict[str, pa.Schema], where: str) -> pa
     if op.check_input is not None:
         try:
             op.check_input(node.params, inputs)
-        except InputError as err:
-            path = f"nodes.{node.name}.params" + (f".{err.path}" if err.path else "")
-            raise InputError(err.message, path=path, where=where) from None
+        except InputError as err:  # its path: a params key, or inputs.<port>
+            if err.path.startswith("inputs."):
+                path = f"nodes.{node.name}.{err.path}"
+                raise InputError(err.message, path=path, where=where) from None
+            raise _in_params(err, node.name, where) from None
     extra = op.adds_from_inputs(node.params, inputs) if op.adds_from_inputs else ()
     adds = extra + op.adds
     if op.passthrough and primary is not None:

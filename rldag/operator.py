@@ -123,7 +123,8 @@ class OperatorDef:
     # is then bounded by that pool's max_concurrency): an agent's environments
     output_schema: Callable[[Any], pa.Schema] | None = None  # sources: schema from the data
     # params against the input schemas (port -> schema) at validation (a judge's template
-    # variables, a combine's components); raises InputError whose path is a params key
+    # variables, a combine's components); raises InputError whose path is a params key or
+    # ``inputs.<port>``
     check_input: Callable[[Any, Mapping[str, pa.Schema]], None] | None = None
     named_ports: Port | None = None  # any other port name the node gives, needing these columns
     # more columns it adds, from params and input schemas (a combine's reward_<component>)

@@ -1,10 +1,13 @@
-"""Rich progress for `rldag run`: the run id, a bar over iterations with the steps running
+"""Rich progress for `rldag run`: what it is doing before the first iteration (validating,
+starting the Prefect server and Ray, building workers) and for how long, the run id as soon as
+its directory is claimed, a bar over iterations with the steps running
 now (several iterations at once when async) and the last node's rows/s, and a line per
 finished iteration."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -16,6 +19,7 @@ from rldag.events import (
     NodeStarted,
     RunEnded,
     RunStarted,
+    Starting,
     add_listener,
 )
 
@@ -37,6 +41,9 @@ class RunProgress:
             console=console,
         )
         self.task = None
+        self.startup = None  # the bar of the steps before the first iteration
+        self.started = time.monotonic()
+        self.run_id = ""  # printed once known
         self.running: dict[tuple[int, str], None] = {}
         self._lock = threading.Lock()  # steps start and finish on the launcher's threads
 
@@ -53,14 +60,35 @@ class RunProgress:
         now = ", ".join(f"{i}:{name}" for i, name in self.running)
         self.progress.update(self.task, node=(f"running {now}  " if now else "") + last)
 
+    def starting(self, what: str) -> None:
+        """Show a step before the first iteration (events from the run add theirs)."""
+        self.on_event(Starting(what))
+
+    def _starting(self, event: Starting) -> None:
+        if event.run_id and event.run_id != self.run_id:
+            self.run_id = event.run_id
+            self.console.print(f"run id: [bold]{event.run_id}[/bold]  ({event.uri})")
+            return
+        elapsed = time.monotonic() - self.started
+        self.console.print(f"[dim]{elapsed:5.1f}s[/dim] {event.what}", highlight=False)
+        if self.startup is None:
+            self.startup = self.progress.add_task("starting", total=None, status="", node="")
+        self.progress.update(self.startup, status=event.what)
+
     def on_event(self, event: Event) -> None:
         with self._lock:
             self._on_event(event)
 
     def _on_event(self, event: Event) -> None:
         match event:
+            case Starting():
+                self._starting(event)
             case RunStarted():
-                self.console.print(f"run id: [bold]{event.run_id}[/bold]  ({event.uri})")
+                if event.run_id != self.run_id:
+                    self.console.print(f"run id: [bold]{event.run_id}[/bold]  ({event.uri})")
+                if self.startup is not None:
+                    self.progress.remove_task(self.startup)
+                    self.startup = None
                 self.task = self.progress.add_task(
                     "iterations",
                     total=event.iterations,

@@ -24,6 +24,7 @@ from rldag.dispatch import (
     select_rows,
 )
 from rldag.errors import PlacementError
+from rldag.events import Starting, emit
 from rldag.graph import Graph, Node
 from rldag.log_capture import replay
 from rldag.operator import NodeContext, PoolReservation
@@ -388,8 +389,13 @@ def start_pools(spec: PipelineSpec, graph: Graph, where: str = "") -> NodeRunner
 
     if not spec.ray.enabled or all(n.pool == PoolName.driver for n in graph.nodes.values()):
         return InProcessPools()
+    emit(
+        Starting(f"connecting to Ray at {spec.ray.address}" if spec.ray.address else "starting Ray")
+    )
     connect(spec.ray)
     placement = plan_placement(spec, graph, ray_cluster(), where)
+    groups = ", ".join(f"{g.name} x{g.workers}" for g in placement.groups.values())
+    emit(Starting(f"building workers ({groups}) and loading their models"))
     pools = RayPools(placement, spec.weights, spec.faults)
     pools.build_all(graph)
     return pools

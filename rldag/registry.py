@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
-from rldag.errors import GraphError
+from rldag.errors import GraphError, describe
 from rldag.operator import OperatorDef
 from rldag.spec import NodeKind
 
@@ -88,12 +89,28 @@ def import_target(path: str) -> Any:
         module = importlib.import_module(module_name)
     except ImportError as err:
         raise GraphError(f"cannot import module '{module_name}': {err}") from None
+    except SyntaxError as err:  # the user's file does not parse: name the file and line
+        where = f"{err.filename}, line {err.lineno}" if err.filename else f"line {err.lineno}"
+        raise GraphError(
+            f"module '{module_name}' has a syntax error ({where}): {err.msg}; fix the file"
+        ) from None
+    except Exception as err:  # the module raised while being imported
+        raise GraphError(
+            f"importing module '{module_name}' raised {describe(err)}"
+            f"{_raised_at(err)}; its top-level code must run without error"
+        ) from None
     target = module
     for part in attr.split("."):
         if not hasattr(target, part):
             raise GraphError(f"module '{module_name}' has no attribute '{attr}'")
         target = getattr(target, part)
     return target
+
+
+def _raised_at(err: BaseException) -> str:
+    """`` (at FILE:LINE)``: the innermost frame of `err`'s traceback outside importlib."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if "importlib" not in f.filename]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 def resolve(op: str, kind: NodeKind) -> OperatorDef:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from rldag import checkpoints
-from rldag.errors import InputError, RunError
-from rldag.events import NodeFinished, NodeStarted, emit
+from rldag.errors import InputError, RunError, describe
+from rldag.events import NodeFinished, NodeStarted, Starting, emit
 from rldag.graph import Graph, Node
 from rldag.metrics import iteration_metrics
 from rldag.operator import NodeContext
@@ -91,6 +91,7 @@ class Run:
         else:
             lock = RunLock(storage, run_id, lease_s)
             lock.acquire()  # refused while another process runs it
+        emit(Starting("claimed the run directory", lock.run_id, storage.uri(lock.run_id)))
         try:
             if runner is None:
                 from rldag.ray_pools import start_pools
@@ -153,7 +154,7 @@ class Run:
         except BaseException as err:  # also libraries' BaseExceptions (torch DCP's)
             out.close(err)
             where = f"node '{node.name}' (iteration {step.iteration})"
-            raise RunError(f"{where} failed: {err!r}") from err
+            raise RunError(f"{where} failed: {describe(err)}") from err
         table = out.table()
         seconds = time.perf_counter() - start
         handle = self._persist(step, table)

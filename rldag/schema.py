@@ -79,6 +79,25 @@ def to_schema(cols: Iterable[Column]) -> pa.Schema:
     return pa.schema([pa.field(c.name, c.type) for c in cols])
 
 
+# Field metadata of a column a source emits without values (all null), saying why: a
+# dataset without an answer column still emits `ground_truth`; a consumer that needs the values
+# refuses it at validation with this reason.
+NO_VALUES = b"rldag.no_values"
+
+
+def without_values(field: pa.Field, reason: str) -> pa.Field:
+    """`field` marked as holding no values (every row null), for `reason`."""
+    return field.with_metadata({NO_VALUES: reason.encode()})
+
+
+def no_values_reason(schema: pa.Schema, name: str) -> str | None:
+    """Why column `name` of `schema` holds no values, or None when it has them (or is absent)."""
+    index = schema.get_field_index(name)
+    metadata = schema.field(index).metadata if index >= 0 else None
+    reason = (metadata or {}).get(NO_VALUES)
+    return reason.decode() if reason is not None else None
+
+
 def extend(base: pa.Schema, added: Iterable[Column]) -> pa.Schema:
     """`base` with `added` columns appended (or replaced, keeping their position)."""
     fields = {f.name: f for f in base}

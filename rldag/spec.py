@@ -17,6 +17,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rldag.errors import SpecError
+from rldag.model_paths import check_model_path
 from rldag.tracking_spec import TrackerName, TrackingSpec, check_trackers
 
 
@@ -317,6 +318,7 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
         value = getattr(spec.async_, key)
         if value < 0:
             raise SpecError(f"must be >= 0, got {value}", path=f"async.{key}", where=where)
+    check_model_path(spec.model.path, "model.path", where)
     check_trackers(spec.trackers, where)
     _check_weights(spec.weights, where)
     _check_pools(spec, where)
@@ -331,6 +333,18 @@ def _check_pools(spec: PipelineSpec, where: str) -> None:
     if PoolName.driver in pools:
         message = "'driver' is not a pool (nodes without one run there)"
         raise SpecError(message, path="pools.driver", where=where)
+    for name, pool in pools.items():
+        if pool.workers < 1:
+            raise SpecError(
+                f"must be >= 1, got {pool.workers}: a pool runs its nodes on this many worker "
+                f"actors (leave pools.{name}.workers out for the default of 1)",
+                path=f"pools.{name}.workers",
+                where=where,
+            )
+        for key in ("cpus_per_worker", "gpus_per_worker", "max_concurrency"):
+            if (value := getattr(pool, key)) < 0:
+                message = f"must be >= 0, got {value}"
+                raise SpecError(message, path=f"pools.{name}.{key}", where=where)
     for name, node in spec.nodes.items():
         if node.pool not in (None, PoolName.driver, *pools):
             known = ", ".join([PoolName.driver, *pools])

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from rldag.errors import InputError
+from rldag.parquet_io import footer_rows, table_from_bytes
 from rldag.spec import StorageSpec
 
 
@@ -181,10 +182,7 @@ class Storage:
     def read_table(self, rel: str) -> pa.Table:
         """Read the Parquet table at `rel`. From an object store it is one GET of the whole
         object, so a concurrent rewrite yields the old or the new table, never a mix."""
-        if not self.local:
-            return pq.read_table(pa.BufferReader(self.read_bytes(rel)))
-        with self.fs.open(self._path(rel), "rb") as f:  # an open file keeps its inode
-            return pq.read_table(f)
+        return table_from_bytes(self.read_bytes(rel))  # whole, then parsed (parquet_io)
 
     def write_text(self, rel: str, text: str) -> str:
         """Write a text file atomically; return its URI."""
@@ -209,7 +207,7 @@ class Storage:
         for attempt in range(3):
             try:
                 with self.fs.open(self._path(rel), "rb") as f:
-                    return pq.ParquetFile(f).metadata.num_rows
+                    return footer_rows(f)
             except Exception:  # an object replaced between its HEAD and range reads
                 if self.local or attempt == 2:
                     raise

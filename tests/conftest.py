@@ -205,3 +205,25 @@ def tiny_rm() -> Path:
     from operators.tiny_task.reward_model import build_tiny_reward_model
 
     return build_tiny_reward_model(Path(__file__).resolve().parents[1] / ".cache" / "tiny_rm")
+
+
+@pytest.fixture
+def user_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where a new user's own package lives (tests/byo.py: user_package), importable in this
+    process as `python -m` makes the working directory importable; forgotten afterwards."""
+    import sys
+
+    root = tmp_path / "user"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    yield root
+    for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
+        del sys.modules[name]
+
+
+@pytest.fixture(scope="session")
+def byo_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A user's own random-init Llama with a byte-level BPE tokenizer and a chat template."""
+    from tests.byo import build_model
+
+    return build_model(tmp_path_factory.mktemp("byo") / "my-llama")

@@ -20,12 +20,14 @@ from tests.conftest import grpo_nodes
 
 
 def grpo_doc(dataset: Path, tmp_path: Path) -> dict:
-    return {
+    doc = {
         "name": "g",
         "model": {"path": "m"},
         "storage": {"uri": str(tmp_path / "runs")},
         "nodes": grpo_nodes("m", dataset, "tests.user_code:echo_score"),
     }
+    doc["nodes"]["prompts"]["params"]["batch_size"] = 6  # the dataset's rows
+    return doc
 
 
 def synthetic_costs(params: int = 1000) -> CostModel:

@@ -200,6 +200,7 @@ def test_a_file_that_turns_bad_after_validation_fails_naming_node_iteration_row(
 ):
     data = _jsonl(tmp_path, [_row("1+1="), _row("2+2=")])
     doc = scoring_pipeline(data, storage={"uri": str(tmp_path / "runs")}, ray={"enabled": False})
+    doc["nodes"]["prompts"]["params"]["batch_size"] = 2  # the file's two rows
     loaded = load_pipeline(write_yaml(doc))
     run = Run.start(loaded, build_graph(loaded), runner=InProcessPools())  # validated
     _jsonl(tmp_path, [_row("1+1="), _row("  ")])  # then the file changes

@@ -22,6 +22,7 @@ def yaml_blocks() -> list[str]:
         "examples/dapo.yaml",
         "examples/agent_python_tool.yaml",
         "examples/lora.yaml",
+        "examples/byo/pipeline.yaml",
     ],
 )
 def test_the_readme_shows_the_pipeline_file_verbatim(name: str) -> None:

@@ -16,6 +16,7 @@ def grpo_graph(write_yaml, dataset):
         "model": {"path": "m"},
         "nodes": grpo_nodes("m", dataset, "tests.user_code:echo_score"),
     }
+    doc["nodes"]["prompts"]["params"]["batch_size"] = 6  # the dataset's rows
     return build_graph(load_pipeline(write_yaml(doc)))
 
 

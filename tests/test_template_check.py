@@ -129,7 +129,11 @@ def test_validate_and_run_refuse_the_template_naming_node_key_and_turn(
         "model": {"path": str(stripping_model(tiny_task, tmp_path))},
         "storage": {"uri": f"file://{tmp_path}/runs"},
         "nodes": {
-            "prompts": {"kind": "source", "op": "dataset", "params": {"path": str(dataset)}},
+            "prompts": {
+                "kind": "source",
+                "op": "dataset",
+                "params": {"path": str(dataset), "batch_size": 6},
+            },
             "agent": {
                 "kind": "generate",
                 "op": "agent_loop",

@@ -41,6 +41,9 @@ class AgentParams(EngineParams):
     environment: str = ""  # module:Class built per episode with env_params ("" = tool env)
     env_params: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the class
     tools: list[str] = field(default_factory=list)  # tool env: built-in names or module:function
+    # refuse a chat template that does not render the tools' schemas (validate renders the
+    # prompt with and without them); false: the model learned its tools without seeing them
+    tools_in_template: bool = True
     tool_parser: str = "hermes"  # registered parser or module:function (text -> AssistantTurn)
     max_turns: int = 4  # model turns per episode
     max_tokens_per_turn: int = 64  # new tokens per model turn

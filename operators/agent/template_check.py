@@ -21,6 +21,7 @@ from typing import Any
 from operators.agent.environment import Message
 from operators.agent.render import ConversationTokens, TemplateError, first_difference
 from operators.prompts import render_chat
+from operators.tokenizer_checks import require_chat_template, require_tools_rendered, tokenizer_of
 from rldag.errors import InputError
 
 Schema = Mapping[str, Any]  # an OpenAI-style tool schema {"type": "function", "function": ...}
@@ -90,8 +91,7 @@ def check_chat_template(
     the turns are rendered incrementally, as episodes do, and must give the same tokens."""
     tools = list(tools) if tools else None
     messages = messages or sample_conversation(tools or ())
-    if getattr(tokenizer, "chat_template", None) is None:
-        raise InputError("the tokenizer has no chat template (multi-turn needs one)", path=key)
+    require_chat_template(tokenizer, "multi-turn needs one", key)
     first = next(i for i, m in enumerate(messages) if m["role"] == "user") + 1
     previous: list[int] | None = None
     for k in range(first, len(messages) + 1):
@@ -154,17 +154,16 @@ def _check_incremental(
         k = j
 
 
-def check_model_template(model_path: str, tools: Sequence[Schema] | None = None) -> None:
-    """`check_chat_template` with the tokenizer of `model_path` (``from_pretrained``)."""
-    from transformers import AutoTokenizer
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-    except (OSError, ValueError) as err:
-        message = f"cannot load a tokenizer from {model_path!r}: {err}"
-        raise InputError(message, path="model_path") from None
-    tokenizer.model_max_length = 1 << 30  # the sample may outgrow a tiny window: no warning
+def check_model_template(
+    model_path: str, tools: Sequence[Schema] | None = None, *, tools_in_template: bool = False
+) -> None:
+    """`check_chat_template` with the tokenizer of `model_path` (``from_pretrained``); with
+    `tools_in_template`, also that the template renders `tools`."""
+    tokenizer = tokenizer_of(model_path)
     check_chat_template(tokenizer, tools)
+    if tools and tools_in_template:
+        prompt = sample_conversation(tools)[:2]  # the system and user turns
+        require_tools_rendered(tokenizer, tools, prompt, key="tools")
 
 
 def check_agent_template(params: Any) -> None:
@@ -175,4 +174,7 @@ def check_agent_template(params: Any) -> None:
     from operators.agent.tools import tool_schema
 
     tools = load_tools(params) if getattr(params, "tools", None) else []
-    check_model_template(params.model_path, [tool_schema(t) for t in tools] or None)
+    schemas = [tool_schema(t) for t in tools] or None
+    check_model_template(
+        params.model_path, schemas, tools_in_template=getattr(params, "tools_in_template", True)
+    )

@@ -22,14 +22,16 @@ from omegaconf import MISSING
 from operators.data.cursor import batch_indices
 from operators.data.dataset_checks import (
     JSONL_SUFFIXES,
+    answer_key,
     check_rows,
     check_schema,
+    describe_columns,
     read_schema,
     read_table,
 )
 from rldag.errors import InputError
 from rldag.operator import NodeContext, OperatorDef
-from rldag.schema import MESSAGES, col
+from rldag.schema import MESSAGES, col, without_values
 from rldag.spec import NodeKind
 
 
@@ -41,6 +43,9 @@ class DatasetParams:
     batch_size: int = 32  # prompts per iteration (times oversample)
     shuffle: bool = True  # a new seeded permutation each epoch
     prompt_key: str = "prompt"  # column holding the prompt (string or chat messages)
+    # column holding the answer (`ground_truth`), or a struct's field: reward_model.ground_truth;
+    # default: `ground_truth`, else veRL's `reward_model.ground_truth`
+    ground_truth_key: str | None = None
     oversample: float = 1.0  # prompts per iteration = ceil(batch_size * oversample)
 
     @property
@@ -62,18 +67,35 @@ def _check(params: DatasetParams) -> Path:
     return path
 
 
-def _out_fields(schema: pa.Schema, params: DatasetParams) -> list[pa.Field]:
+ANSWER_HINT = (
+    "name the answer column with params.ground_truth_key (e.g. answer, or a struct's field: "
+    "reward_model.ground_truth)"
+)
+
+
+def _out_fields(
+    schema: pa.Schema, params: DatasetParams, answer_hint: str = ANSWER_HINT
+) -> list[pa.Field]:
     prompt_type = schema.field(params.prompt_key).type
     if not (pa.types.is_string(prompt_type) or pa.types.is_large_string(prompt_type)):
         prompt_type = MESSAGES
     fixed = {"prompt_id", params.prompt_key, "data_source", "reward_model", "extra_info"}
     fixed |= {"ground_truth", "dataset_index"}
+    if params.ground_truth_key:
+        fixed.add(params.ground_truth_key)  # renamed to ground_truth, as the prompt column
     rest = [f for f in schema if f.name not in fixed]
+    ground_truth = pa.field("ground_truth", pa.string())
+    if answer_key(Path(params.path), schema, params.ground_truth_key) is None:
+        ground_truth = without_values(
+            ground_truth,
+            f"{params.path} has no answer column: no 'ground_truth' and no "
+            f"'reward_model.ground_truth' (columns: {describe_columns(schema)}); {answer_hint}",
+        )
     return [
         pa.field("prompt_id", pa.int64()),
         pa.field("prompt", pa.string() if prompt_type != MESSAGES else MESSAGES),
         pa.field("data_source", pa.string()),
-        pa.field("ground_truth", pa.string()),
+        ground_truth,
         pa.field("extra_info", pa.string()),
         pa.field("dataset_index", pa.int64()),
         *rest,
@@ -85,20 +107,37 @@ def dataset_schema(params: DatasetParams) -> pa.Schema:
     (of a Parquet file only the prompt column is read)."""
     path = _check(params)
     schema = read_schema(path)
-    check_schema(path, schema, params.prompt_key)
+    check_schema(path, schema, params.prompt_key, params.ground_truth_key)
     table, data = read_table(path, [params.prompt_key])
     check_rows(path, table, params.prompt_key, data)
+    check_batch_size(path, table.num_rows, params)
     return pa.schema(_out_fields(schema, params))
 
 
-def _ground_truth(table: pa.Table) -> pa.Array:
-    if "ground_truth" in table.column_names:
-        return pc.cast(table["ground_truth"], pa.string())
-    if "reward_model" in table.column_names:
-        struct = table["reward_model"].combine_chunks()
-        if pa.types.is_struct(struct.type) and struct.type.get_field_index("ground_truth") >= 0:
-            return pc.cast(pc.struct_field(struct, "ground_truth"), pa.string())
-    return pa.nulls(table.num_rows, pa.string())
+def check_batch_size(where: str | Path, rows: int, params: DatasetParams) -> None:
+    """A batch takes each prompt at most once: `where` (the data) must hold a batch's
+    prompts."""
+    wanted = params.prompts_per_iteration
+    if wanted <= rows:
+        return
+    times = f" (batch_size {params.batch_size} x oversample {params.oversample})"
+    raise InputError(
+        f"{where} has {rows} rows, fewer than the {wanted} prompts an iteration takes"
+        f"{times if params.oversample != 1.0 else ''}; a batch would repeat prompts: set "
+        f"batch_size to at most {math.floor(rows / params.oversample)}, or add rows",
+        path="batch_size",
+    )
+
+
+def _ground_truth(table: pa.Table, key: str | None) -> pa.Array:
+    """The answers at dotted `key` (a column or a struct's field) as strings; nulls if None."""
+    if key is None:
+        return pa.nulls(table.num_rows, pa.string())
+    first, *rest = key.split(".")
+    values = table[first].combine_chunks()
+    for part in rest:
+        values = pc.struct_field(values, part)
+    return pc.cast(values, pa.string())
 
 
 def _to_json(column: pa.ChunkedArray | None, rows: int) -> pa.Array:
@@ -109,16 +148,18 @@ def _to_json(column: pa.ChunkedArray | None, rows: int) -> pa.Array:
     return pa.array([json.dumps(v, default=str) for v in column.to_pylist()], pa.string())
 
 
-def normalise(table: pa.Table, params: DatasetParams) -> pa.Table:
-    """Rename and convert a dataset table to the source columns of the vocabulary."""
-    fields = _out_fields(table.schema, params)
+def normalise(table: pa.Table, params: DatasetParams, answer_hint: str = ANSWER_HINT) -> pa.Table:
+    """Rename and convert a dataset table to the source columns of the vocabulary; a table
+    without answers says so in its schema (``answer_hint``: how to name its answer column)."""
+    fields = _out_fields(table.schema, params, answer_hint)
+    answer = answer_key(Path(params.path), table.schema, params.ground_truth_key)
     rows = table.num_rows
     source = table["data_source"] if "data_source" in table.column_names else None
     values = {
         "prompt_id": pa.array(np.arange(rows), pa.int64()),
         "prompt": table[params.prompt_key].cast(fields[1].type),
         "data_source": source.cast(pa.string()) if source is not None else pa.array([""] * rows),
-        "ground_truth": _ground_truth(table),
+        "ground_truth": _ground_truth(table, answer),
         "extra_info": _to_json(
             table["extra_info"] if "extra_info" in table.column_names else None, rows
         ),
@@ -135,7 +176,7 @@ class DatasetSource:
         self.params = params
         path = _check(params)
         table, data = read_table(path)
-        check_schema(path, table.schema, params.prompt_key)
+        check_schema(path, table.schema, params.prompt_key, params.ground_truth_key)
         check_rows(path, table, params.prompt_key, data)
         self.table = normalise(table, params)
 

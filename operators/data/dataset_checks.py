@@ -124,9 +124,54 @@ def is_messages(t: pa.DataType) -> bool:
     return all(pa.types.is_string(names.get(k, pa.null())) for k in ("role", "content"))
 
 
-def check_schema(path: Path, schema: pa.Schema, prompt_key: str) -> None:
-    """The prompt column exists and holds text or chat messages; the columns converted to
-    strings are scalars."""
+# Where the answers are when `ground_truth_key` names no column: ours, then veRL's.
+DEFAULT_ANSWERS = ("ground_truth", "reward_model.ground_truth")
+
+
+def _field_at(schema: pa.Schema, key: str) -> pa.DataType | None:
+    """The type at dotted `key` (a column, or a field of a struct column), None if absent."""
+    first, *rest = key.split(".")
+    if first not in schema.names:
+        return None
+    t = schema.field(first).type
+    for part in rest:
+        if not pa.types.is_struct(t) or t.get_field_index(part) < 0:
+            return None
+        t = t.field(part).type
+    return t
+
+
+def answer_key(path: Path, schema: pa.Schema, ground_truth_key: str | None) -> str | None:
+    """The dotted key of the answer column: `ground_truth_key` (InputError naming the columns
+    when the file has none such), else the first of DEFAULT_ANSWERS the file has, else None
+    (the file holds no answers)."""
+    if ground_truth_key is None:
+        return next((k for k in DEFAULT_ANSWERS if _field_at(schema, k) is not None), None)
+    if _field_at(schema, ground_truth_key) is None:
+        raise InputError(
+            f"{path} has no column '{ground_truth_key}' (columns: {describe_columns(schema)})",
+            path="ground_truth_key",
+        )
+    return ground_truth_key
+
+
+def describe_columns(schema: pa.Schema) -> str:
+    """The columns of `schema`, a struct's fields shown as ``name{a, b}``."""
+
+    def one(f: pa.Field) -> str:
+        if pa.types.is_struct(f.type):
+            names = ", ".join(f.type.field(i).name for i in range(f.type.num_fields))
+            return f"{f.name}{{{names}}}"
+        return f.name
+
+    return ", ".join(one(f) for f in schema) or "none"
+
+
+def check_schema(
+    path: Path, schema: pa.Schema, prompt_key: str, ground_truth_key: str | None = None
+) -> None:
+    """The prompt column exists and holds text or chat messages; the answer column (if the
+    file has one) and the other columns converted to strings are scalars."""
     if prompt_key not in schema.names:
         raise InputError(
             f"{path} has no column '{prompt_key}' (columns: {', '.join(schema.names)})",
@@ -139,19 +184,11 @@ def check_schema(path: Path, schema: pa.Schema, prompt_key: str) -> None:
             f"column '{prompt_key}' is {type_name(t)}, expected a string or chat messages "
             f"{type_name(MESSAGES)}",
         )
-    for name, t in _text_columns(schema).items():
-        if not any(is_scalar(t) for is_scalar in _SCALAR):
+    answer = answer_key(path, schema, ground_truth_key)
+    for name in ("data_source", *([answer] if answer else [])):
+        t = _field_at(schema, name)
+        if t is not None and not any(is_scalar(t) for is_scalar in _SCALAR):
             raise _bad(path, f"column '{name}' is {type_name(t)}, expected a string or a number")
-
-
-def _text_columns(schema: pa.Schema) -> dict[str, pa.DataType]:
-    """The columns the source casts to strings, with their types."""
-    found = {n: schema.field(n).type for n in ("data_source", "ground_truth") if n in schema.names}
-    if "ground_truth" not in found and "reward_model" in schema.names:
-        reward_model = schema.field("reward_model").type
-        if pa.types.is_struct(reward_model) and reward_model.get_field_index("ground_truth") >= 0:
-            found["reward_model.ground_truth"] = reward_model.field("ground_truth").type
-    return found
 
 
 def _check_text(path: Path, text: pa.Array, key: str, data: bytes | None) -> None:

@@ -21,13 +21,14 @@ import pyarrow as pa
 from omegaconf import MISSING
 
 from operators.data.cursor import batch_indices
-from operators.data.dataset import DATASET, DatasetParams, normalise
+from operators.data.dataset import DATASET, DatasetParams, check_batch_size, normalise
 from rldag.errors import InputError
 from rldag.operator import NodeContext, OperatorDef
 from rldag.spec import NodeKind, check_choice, check_positive
 
 OUR_COLUMNS = ("prompt", "ground_truth", "data_source", "extra_info")
 STREAM_CHUNK = 1024  # rows read from the stream at a time
+HINT = "map the answer column with params.columns: {ground_truth: <column>}"
 
 
 @dataclass
@@ -99,7 +100,7 @@ def to_our_columns(table: pa.Table, params: HfDatasetParams) -> pa.Table:
     mapped = {theirs: ours for ours, theirs in params.columns.items()}
     keep = [n for n in names if n in mapped or n not in mapped.values()]
     table = table.select(keep).rename_columns([mapped.get(n, n) for n in keep])
-    return normalise(table, DatasetParams(path=params.path, batch_size=params.batch_size))
+    return normalise(table, DatasetParams(path=params.path, batch_size=params.batch_size), HINT)
 
 
 def _first_rows(dataset: Any, rows: int) -> pa.Table:
@@ -112,9 +113,13 @@ def _first_rows(dataset: Any, rows: int) -> pa.Table:
 
 def hf_dataset_schema(params: HfDatasetParams) -> pa.Schema:
     """The schema this source emits, from the split's first rows."""
-    first = _first_rows(_open(params), 1)
+    dataset = _open(params)
+    first = _first_rows(dataset, 1)
     if first.num_rows == 0:
         raise InputError(f"split '{params.split}' of {params.path} is empty", path="path")
+    if not params.streaming:  # a stream's length is not known without reading it all
+        where = f"split '{params.split}' of {params.path}"
+        check_batch_size(where, len(dataset), DatasetParams(where, params.batch_size))
     return to_our_columns(first, params).schema
 
 

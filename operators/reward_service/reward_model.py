@@ -116,15 +116,18 @@ class RewardModelScorer:
 
     def __init__(self, params: RewardModelParams) -> None:
         import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import AutoModelForSequenceClassification
         from transformers.utils import logging as hf_logging
+
+        from operators.hf import load_tokenizer, loading
 
         hf_logging.disable_progress_bar()
         self.p = params
-        self.tokenizer = AutoTokenizer.from_pretrained(params.model_path)
-        self.model = AutoModelForSequenceClassification.from_pretrained(
-            params.model_path, dtype=getattr(torch, params.dtype.value)
-        ).to(params.device)
+        self.tokenizer = load_tokenizer(params.model_path)
+        with loading(params.model_path, "reward model"):
+            self.model = AutoModelForSequenceClassification.from_pretrained(
+                params.model_path, dtype=getattr(torch, params.dtype.value)
+            ).to(params.device)
         self.model.eval()
         labels = self.model.config.num_labels
         if labels != 1:

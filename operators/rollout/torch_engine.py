@@ -74,7 +74,7 @@ class TorchEngine:
         model = load_causal_lm(path, dtype=dtype, **kw)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # a model without one: token ids in, token ids out
             tokenizer = None
         return cls(model, tokenizer, device=device, **engine_kw)
 

@@ -13,6 +13,8 @@ import torch
 from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.modeling_utils import slice_logits_to_keep
 
+from operators.hf import loading
+
 HEAD_FILE = "value_head.pt"
 
 
@@ -58,7 +60,8 @@ def load_value_model(path: str, *, device: str = "cpu") -> ValueModel:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    model = ValueModel(AutoModel.from_pretrained(path, dtype=torch.float32))
+    with loading(path):
+        model = ValueModel(AutoModel.from_pretrained(path, dtype=torch.float32))
     head = Path(path) / HEAD_FILE
     if head.is_file():
         model.value_head.load_state_dict(torch.load(head, weights_only=True))
