@@ -17,7 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_a_score_nodes_reward_is_the_iterations_reward_not_the_agents(tiny_task, dataset):
     loaded = load_pipeline(
         ROOT / "examples" / "agent_tools.yaml",
-        [f"model.path={tiny_task / 'model'}", f"nodes.prompts.params.path={dataset}"],
+        [
+            f"model.path={tiny_task / 'model'}",
+            f"nodes.prompts.params.path={dataset}",
+            "nodes.prompts.params.batch_size=6",  # the fixture's 6 prompts
+        ],
     )
     graph = build_graph(loaded)
     agent = pa.table({"reward": [0.0, 0.0], "response_ids": [[1], [2, 3]]})
