@@ -1,38 +1,31 @@
-"""The default pipeline learns with its pools on Ray, driven through the Run the flow uses:
-mean reward of the last 3 iterations >= 0.8 from a first 3 <= 0.3 (the README's bar). Its
-asynchronous version (examples/async.yaml: k = 1, split pools, 32 prompts x 8) keeps the
-earlier bar: last 3 >= 0.5 and >= 2x the first 3."""
+"""The default pipeline and its asynchronous version learn addition from the shipped tiny
+policy, driven through the Run the flow uses (tests/learning_runs.py).
+
+Each bar sits below the worst of a measured distribution: seeds 0-4 under AVX-512 and AVX2
+kernels and seeds 0-2 under scalar ones, 13 runs (bench/learning_spread.py, 2026-12; all
+figures in docs/reproducibility.md). The test runs seed 0 on this machine's kernels.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pyarrow.parquet as pq
 import pytest
 
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from tests import learning_runs
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_rewards(pipeline: Path, runs: Path, task: Path, *overrides: str) -> list[float]:
-    """Every iteration's `reward/mean` of `pipeline` run inline on the tiny task in `task`."""
-    model, prompts = task / "model", task / "train.parquet"
-    paths = [f"storage.uri={runs}", f"model.path={model}", f"nodes.prompts.params.path={prompts}"]
-    loaded = load_pipeline(pipeline, [*paths, *overrides])
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline()
-    return pq.read_table(Path(run.uri) / "metrics.parquet")["reward/mean"].to_pylist()
+def test_the_default_pipeline_learns_addition(ray_local, tmp_path):
+    """pipeline.yaml, 80 iterations: the README's bar, last 3 >= 0.8 from a first 3 <= 0.3.
+    Measured: first 3 0.168-0.176, last 3 0.848-0.904 (4.8-5.4x)."""
+    curve = learning_runs.default(tmp_path)
+    assert curve.first() <= 0.3, curve.values
+    assert curve.last() >= 0.8, curve.values
 
 
-@pytest.mark.parametrize(
-    ("pipeline", "bar"), [("pipeline.yaml", 0.8), ("examples/async.yaml", 0.5)]
-)
-def test_default_pipeline_learns_addition(ray_local, tiny_task, tmp_path, pipeline, bar):
-    rewards = run_rewards(ROOT / pipeline, tmp_path, tiny_task)
-    first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
-    assert first <= 0.3, rewards
-    assert last >= bar and last >= 2 * first, rewards
+def test_the_async_example_learns_addition(ray_local, tmp_path):
+    """examples/async.yaml (k = 1, split pools, 60 iterations of 32 x 8): last 3 >= 0.5 and
+    >= 2x the first 3. Measured: first 3 0.130-0.159, last 3 0.559-0.658 (3.5-5.0x)."""
+    curve = learning_runs.async_example(tmp_path)
+    assert curve.first() <= 0.3, curve.values
+    assert curve.last() >= 0.5 and curve.last() >= 2 * curve.first(), curve.values

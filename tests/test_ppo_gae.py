@@ -5,7 +5,6 @@ checkpoint path: tests/test_resume.py)."""
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -16,6 +15,7 @@ from rldag.driver import InlineLauncher, drive
 from rldag.graph import build_graph
 from rldag.run import Run
 from rldag.spec import load_pipeline
+from tests import learning_runs
 
 pytestmark = pytest.mark.slow
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ppo_gae.yaml"
@@ -37,21 +37,21 @@ def iterate(run: Run, start: int, stop: int) -> None:
     drive(run, InlineLauncher(run), start, stop)
 
 
-def test_ppo_with_gae_learns_the_default_task(tiny_task, tmp_path):
-    loaded = load_pipeline(EXAMPLE, overrides(tiny_task, tmp_path, "iterations=30"))
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline()
-    uri = Path(run.uri)
-    rewards = [m["reward/mean"] for m in pq.read_table(uri / "metrics.parquet").to_pylist()]
-    first, last = statistics.mean(rewards[:5]), statistics.mean(rewards[-5:])
-    assert last >= 0.35 and last >= 2 * first, rewards
+def test_ppo_with_gae_learns_the_default_task(tmp_path):
+    """Last 3 iterations >= 0.35 and >= 2x the first 3. Measured from the shipped policy
+    (bench/learning_spread.py --scenarios ppo_gae, seeds 0-4 under AVX-512 and AVX2 kernels,
+    seeds 0-2 under scalar ones, 13 runs, 2026-12): first 3 0.130-0.159, last 3 0.406-0.465,
+    2.63-3.31x; the critic's mean value at the end 0.35-0.46."""
+    curve = learning_runs.ppo_gae(tmp_path)
+    first, last = curve.first(), curve.last()
+    assert last >= 0.35 and last >= 2 * first, curve.values
+    uri = curve.run_dir
     versions = [
         set(pq.read_table(uri / f"iter={i}" / "generate.parquet")["policy_version"].to_pylist())
         for i in range(4)
     ]
     assert versions == [{0}, {0}, {0}, {1}]  # critic_warmup: 2 -> the policy first trains at 2
-    values = pq.read_table(uri / "iter=29" / "values.parquet")["values"].to_pylist()
-    assert statistics.mean(v for row in values for v in row) > 0.2  # the critic learned
+    assert curve.extra["critic_value"] > 0.2  # the critic learned
 
 
 def test_a_stopped_ppo_run_resumes_identically(tiny_task, tmp_path):

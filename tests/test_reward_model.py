@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from operators.reward_service.reward_model import (
@@ -19,15 +18,12 @@ from operators.reward_service.reward_model import (
     RunningMoments,
     normalized,
 )
-from operators.rewards.arithmetic import compute_score
 from operators.score import OnError
 from operators.tiny_task.problems import all_problems
 from operators.train.micro_batches import plan_sequences
 from rldag.errors import RowError
-from rldag.graph import build_graph
 from rldag.operator import NodeContext
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from tests import learning_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 CTX = NodeContext("rm", 0, 0, "")
@@ -126,36 +122,19 @@ def test_over_long_rows_go_to_on_error(tiny_rm):
 
 
 @pytest.mark.slow
-def test_a_run_rewarded_only_by_the_tiny_rm_learns_addition(
-    ray_local, tiny_task, tiny_rm, tmp_path
-):
-    """The rule-checked accuracy (a reward the run never saw) at least doubles, to 0.3 or
+def test_a_run_rewarded_only_by_the_tiny_rm_learns_addition(ray_local, tmp_path):
+    """The rule-checked accuracy (a reward the run never saw) grows 1.8x or more, to 0.28 or
     more, within 40 iterations, and the reward model keeps scoring over-long answers below
     right ones (an earlier one, never shown such answers, scored numbers like 1971 above the
-    right sum on some CPUs, and the policy learned to write them)."""
-    iterations = 40
-    loaded = load_pipeline(
-        ROOT / "examples" / "reward_model.yaml",
-        [
-            f"storage.uri={tmp_path}",
-            f"model.path={tiny_task / 'model'}",
-            f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
-            f"nodes.score.params.model_path={tiny_rm}",
-            f"iterations={iterations}",
-        ],
-    )
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline()
-    run.close()
-    accuracy, right, too_long = [], [], []
-    for i in range(iterations):
-        rows = pq.read_table(Path(run.uri) / f"iter={i}" / "score.parquet").to_pylist()
-        correct = [compute_score("", r["response"], r["ground_truth"]) for r in rows]
-        accuracy.append(np.mean(correct))
-        if i >= iterations - 3:
-            right += [r["reward"] for r, c in zip(rows, correct, strict=True) if c]
-            too_long += [r["reward"] for r in rows if len(r["response"]) > 2]
-    first, last = np.mean(accuracy[:3]), np.mean(accuracy[-3:])
-    assert last >= 0.3 and last >= 2 * first, accuracy
-    if too_long:  # none at all is no hacking either
-        assert np.mean(too_long) < np.mean(right) - 5, (np.mean(too_long), np.mean(right))
+    right sum on some CPUs, and the policy learned to write them).
+
+    Measured from the shipped policy and reward model (bench/learning_spread.py --scenarios
+    reward_model, seeds 0-4 under AVX-512 and AVX2 kernels, seeds 0-2 under scalar ones, 13
+    runs, 2026-12): first 3 0.130-0.171, last 3 0.333-0.484, 2.22-3.17x; over-long answers
+    scored 10.7-15.2 below right ones."""
+    curve = learning_runs.reward_model(tmp_path)
+    first, last = curve.first(), curve.last()
+    assert last >= 0.28 and last >= 1.8 * first, curve.values
+    right, too_long = curve.extra["right_reward"], curve.extra["too_long_reward"]
+    if not np.isnan(too_long):  # none at all is no hacking either
+        assert too_long < right - 5, (too_long, right)
