@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 MODELS := model-addition model-reward model-lookup model-guess model-code
 SHIPPED := examples/tiny_models
 
-.PHONY: run test lint test-fast model $(MODELS) rebuild-models system-deps clean
+.PHONY: run test lint test-fast record-durations model $(MODELS) rebuild-models system-deps clean
 
 # The venv: the project editable, with torch pinned to the CPU wheel (constraints.txt). Its
 # bytecode is compiled on every core afterwards (pip compiles file by file); files written
@@ -62,16 +62,23 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # Lint, the models and the system packages side by side (apt while pip installs), then every
-# test on two workers, a test file per worker at a time, the longest files first
-# (tests/conftest.py). The project's bytecode is compiled first: where PYTHONDONTWRITEBYTECODE
-# is set (as on CI) every process the tests start would compile its modules again.
+# test on two workers, a test file per worker at a time, the longest files first by their
+# recorded seconds (tests/durations.json). The project's bytecode is compiled first: where
+# PYTHONDONTWRITEBYTECODE is set (as on CI) every process the tests start would compile its
+# modules again.
 test:
 	$(MAKE) --no-print-directory -j3 lint model system-deps
 	$(BIN)/python -m compileall -qq -j 0 rldag operators flows tasks tests
 	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=40
 
+# Every test, as `make test` runs them, writing each file's seconds to tests/durations.json.
+record-durations: $(STAMP)
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder -q --record-durations
+
+# The quick tier on both cores (under 3 minutes; the slow tier is the learning, Prefect, Ray
+# and fault tests).
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -n 2 --dist loadfile -m "not slow"
 
 clean:
 	rm -rf $(VENV) .cache runs
