@@ -12,7 +12,7 @@ from tests.tiny_models import (
     VOCAB,
     random_causal_lm,
 )
-from tests.tolerances import rounding_atol
+from tests.tolerances import logprob_atol, teacher_forced_logprobs
 
 PROMPTS = [[1, 2, 3], [5, 6, 7, 8, 9, 10, 11], [4], [7, 7, 12, 40]]
 CHARS = "abcdefghijklmnopqrstuvwxyz0123456789 .,!?-+*/=()[]{}<>:;'\"#$%&@^~"[: VOCAB - 2]
@@ -49,27 +49,6 @@ def _hf_greedy(model: torch.nn.Module, prompt: list[int], max_new: int) -> list[
         pad_token_id=0,
     )
     return out[0, len(prompt) :].tolist()
-
-
-def _teacher_forced(
-    model: torch.nn.Module, prompt: list[int], tokens: list[int], temperature: float
-) -> torch.Tensor:
-    """log_softmax(logits / T) of ``tokens`` given ``prompt``, from one unpadded forward pass."""
-    ids = torch.tensor([prompt + tokens])
-    with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1 : -1]
-    if logits.dtype != torch.float64:  # a float64 copy gives the exact reference
-        logits = logits.float()
-    logp = torch.log_softmax(logits / temperature, dim=-1)
-    return logp.gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1)
-
-
-def _rounding(
-    model: torch.nn.Module, prompt: list[int], tokens: list[int], temperature: float
-) -> float:
-    """The tolerance for the engine's log-probs of ``tokens``: the teacher-forced fp32
-    forward's measured rounding (tests/tolerances.py)."""
-    return rounding_atol(model, lambda m: _teacher_forced(m, prompt, tokens, temperature))
 
 
 def _tokens(results: list[list[Completion]]) -> list[list[list[int]]]:
@@ -122,16 +101,16 @@ def test_logprobs_match_teacher_forcing(qwen: torch.nn.Module, temperature: floa
         assert len(group) == 3
         for c in group:
             assert len(c.token_ids) == len(c.logprobs) == 8
-            ref = _teacher_forced(qwen, prompt, c.token_ids, temperature)
-            atol = _rounding(qwen, prompt, c.token_ids, temperature)
+            ref = teacher_forced_logprobs(qwen, prompt, c.token_ids, temperature)
+            atol = logprob_atol(qwen, prompt, c.token_ids, temperature)
             torch.testing.assert_close(torch.tensor(c.logprobs), ref, atol=atol, rtol=0)
 
 
 def test_greedy_logprobs_are_untempered(qwen: torch.nn.Module) -> None:
     (group,) = TorchEngine(qwen).generate([PROMPTS[1]], SamplingParams(n=2, temperature=0))
     assert group[0] == group[1] and group[0] is not group[1]
-    ref = _teacher_forced(qwen, PROMPTS[1], group[0].token_ids, 1.0)
-    atol = _rounding(qwen, PROMPTS[1], group[0].token_ids, 1.0)
+    ref = teacher_forced_logprobs(qwen, PROMPTS[1], group[0].token_ids, 1.0)
+    atol = logprob_atol(qwen, PROMPTS[1], group[0].token_ids, 1.0)
     torch.testing.assert_close(torch.tensor(group[0].logprobs), ref, atol=atol, rtol=0)
 
 
@@ -153,8 +132,8 @@ def test_groups_in_order_across_chunks(qwen: torch.nn.Module) -> None:
     assert [len(g) for g in results] == [3] * len(PROMPTS)
     for prompt, group in zip(PROMPTS, results, strict=True):
         for c in group:
-            ref = _teacher_forced(qwen, prompt, c.token_ids, 1.0)
-            atol = _rounding(qwen, prompt, c.token_ids, 1.0)
+            ref = teacher_forced_logprobs(qwen, prompt, c.token_ids, 1.0)
+            atol = logprob_atol(qwen, prompt, c.token_ids, 1.0)
             torch.testing.assert_close(torch.tensor(c.logprobs), ref, atol=atol, rtol=0)
     greedy = SamplingParams(temperature=0, max_new_tokens=6)
     small = TorchEngine(qwen, max_batch_size=1).generate(PROMPTS, greedy)

@@ -36,3 +36,25 @@ def rounding_atol(
         single = evaluate(model).double()
         double = evaluate(copy.deepcopy(model).double())
     return max(ROUNDING_FACTOR * float((single - double).abs().max()), FLOOR)
+
+
+def teacher_forced_logprobs(
+    model: torch.nn.Module, prompt: list[int], tokens: list[int], temperature: float = 1.0
+) -> torch.Tensor:
+    """log_softmax(logits / T) of ``tokens`` given ``prompt``, from one unpadded forward pass
+    (in the model's dtype: float64 for a float64 copy, float32 otherwise)."""
+    ids = torch.tensor([prompt + tokens])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1]
+    if logits.dtype != torch.float64:
+        logits = logits.float()
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    return logp.gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1)
+
+
+def logprob_atol(
+    model: torch.nn.Module, prompt: list[int], tokens: list[int], temperature: float = 1.0
+) -> float:
+    """The tolerance for log-probs of ``tokens`` after ``prompt`` computed two ways (an
+    engine's decode, batched or alone): their teacher-forced fp32 rounding, measured."""
+    return rounding_atol(model, lambda m: teacher_forced_logprobs(m, prompt, tokens, temperature))
