@@ -14,6 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from tests.conftest import grpo_nodes
+
 ROOT = Path(__file__).resolve().parents[1]
 # A Llama-3-style template (system, user, assistant turns); tools are listed when given.
 CHAT_TEMPLATE = (
@@ -108,36 +110,14 @@ def pipeline(
     tmp_path: Path, model: str, data: Path, reward: str = "mypkg.reward:compute_score"
 ) -> dict:
     """The user's GRPO pipeline: their data, model and reward; runs stored under tmp_path."""
+    nodes = grpo_nodes("${model.path}", data, reward, generate={"n": 2, "max_new_tokens": 4})
+    nodes["prompts"]["params"]["batch_size"] = 4
     return {
         "name": "byo",
         "iterations": 1,
         "model": {"path": model},
         "storage": {"uri": f"file://{tmp_path}/runs"},
-        "nodes": {
-            "prompts": {
-                "kind": "source",
-                "op": "dataset",
-                "params": {"path": str(data), "batch_size": 4},
-            },
-            "generate": {
-                "kind": "generate",
-                "op": "torch_engine",
-                "inputs": {"prompts": "prompts", "weights": "train"},
-                "params": {"model_path": "${model.path}", "n": 2, "max_new_tokens": 4},
-            },
-            "score": {"kind": "score", "op": reward, "inputs": {"rollouts": "generate"}},
-            "advantage": {
-                "kind": "transform",
-                "op": "grpo_advantage",
-                "inputs": {"scored": "score"},
-            },
-            "train": {
-                "kind": "train",
-                "op": "policy_gradient",
-                "inputs": {"batch": "advantage"},
-                "params": {"model_path": "${model.path}"},
-            },
-        },
+        "nodes": nodes,
     }
 
 
