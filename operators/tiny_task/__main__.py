@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from operators.tiny_task.build import (
     REBUILD_HELP,
     TASKS,
+    build_and_say,
     build_tiny_task,
     cache_key,
-    is_built,
     read_stamp,
 )
-from operators.tiny_task.shipped import shipped_build
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,19 +40,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true", help=REBUILD_HELP)
     args = parser.parse_args(argv)
     params = TASKS[args.task]()
-    cached = not args.rebuild and is_built(args.out, params)
-    shipped = None if args.rebuild else shipped_build(cache_key(params))
-    start = time.perf_counter()
-    out = build_tiny_task(args.out, force=args.rebuild, params=params)
-    stamp = read_stamp(out) or {}
-    warmup = stamp.get("warmup", {})
-    if cached:
-        state = "up to date (the shipped build's checksums match)" if shipped else "up to date"
-    elif shipped:
-        state = f"installed {shipped} (every file checked against its SHA256SUMS)"
-    else:
-        state = f"trained here in {time.perf_counter() - start:.1f}s"
-    print(f"{out}: {state}")
+    out, said = build_and_say(
+        args.out.absolute(),
+        cache_key(params),
+        lambda: build_tiny_task(args.out, force=args.rebuild, params=params),
+        args.rebuild,
+    )
+    warmup = (read_stamp(out) or {}).get("warmup", {})
+    print(said)
     if warmup and "syntax_rate" in warmup:
         print(
             f"  warmed-up policy: format rate {warmup['format_rate']:.3f}, "

@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,21 @@ def build_keyed(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def build_and_say(
+    out: Path, key: dict[str, Any], build: Callable[[], Path], rebuild: bool
+) -> tuple[Path, str]:
+    """Runs ``build`` (which makes ``out`` a build stamped with ``key``) and says what it did:
+    kept an up-to-date build, installed the shipped one, or trained one here."""
+    cached = not rebuild and matches(out, key)
+    shipped = None if rebuild else shipped_build(key)
+    start = time.perf_counter()
+    built = build()
+    if cached:
+        state = "up to date (the shipped build's checksums match)" if shipped else "up to date"
+    elif shipped:
+        state = f"installed {shipped} (every file checked against its SHA256SUMS)"
+    else:
+        state = f"trained here in {time.perf_counter() - start:.1f}s"
+    return built, f"{built}: {state}"

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from operators.tiny_task.build import REBUILD_HELP, build_keyed, read_stamp
+from operators.tiny_task.build import REBUILD_HELP, build_and_say, build_keyed, read_stamp
 
 BUILDER = "operators.tiny_task.reward_model"
 VERSION = 2
@@ -140,8 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(".cache/tiny_rm"))
     parser.add_argument("--rebuild", action="store_true", help=REBUILD_HELP)
     args = parser.parse_args(argv)
-    out = build_tiny_reward_model(args.out, force=args.rebuild)
-    print(f"{out}: right sum ranked first {read_stamp(out)['right_sum_ranked_first']}")
+    params = RewardModelParams()
+    out, said = build_and_say(
+        args.out.absolute(),
+        _key(params),
+        lambda: build_tiny_reward_model(args.out, params, force=args.rebuild),
+        args.rebuild,
+    )
+    print(f"{said}\n  right sum ranked first {read_stamp(out)['right_sum_ranked_first']}")
     return 0
 
 
