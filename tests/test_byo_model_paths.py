@@ -72,5 +72,7 @@ def test_a_model_that_cannot_be_found_fails_at_once_naming_node_path_and_cause(t
     assert "HF_HUB_OFFLINE=0" in err  # how to let it download
     assert "Traceback" not in result.stderr and "RayTaskError" not in err
     # what it did before: said so, with the run id
-    for step in ("validating", "starting Prefect's server", "starting Ray", "run id:"):
+    for step in ("validating", "starting the flow run", "starting Ray", "run id:"):
         assert step in out, out
+    # the suite's Prefect server, once an earlier test of this worker started it, or its own
+    assert "starting Prefect's server" in out or "using the Prefect server at" in out, out
