@@ -56,6 +56,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     if args.profile or args.costs or args.auto or args.apply:
+        _load(args)  # bad input first, blamed on the override that gave it
         from rldag.auto_plan import Limits
         from rldag.auto_plan_view import PlanRequest, plan_command
 

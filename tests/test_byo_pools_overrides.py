@@ -42,10 +42,12 @@ def test_a_pool_without_workers_is_refused(command, workers, tmp_path, user_root
 )
 def test_a_bad_override_is_blamed_on_the_command_line(override, found, tmp_path, user_root, capsys):
     path = _path(tmp_path, user_root)
-    code = main(["validate", path, override])
-    err = capsys.readouterr().err
-    assert_refused(code, err, tmp_path / "runs", f"command-line override '{override}': {found}")
-    assert path not in err  # the file is not to blame
+    for command in (["validate"], ["plan", "--auto", "--costs", "none"]):
+        code = main([*command, path, override])
+        err = capsys.readouterr().err
+        blamed = f"command-line override '{override}': {found}"
+        assert_refused(code, err, tmp_path / "runs", blamed)
+        assert path not in err  # the file is not to blame
 
 
 def test_a_bad_value_of_an_overrides_file_names_that_file(tmp_path, user_root, capsys):
