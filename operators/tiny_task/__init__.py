@@ -2,10 +2,11 @@
 single-digit addition data in veRL parquet format; and its code variant
 (:mod:`operators.tiny_task.coding`: function-writing problems with assert tests).
 
-``build_tiny_task(DIR)`` (or ``python -m operators.tiny_task --out DIR``) writes everything into
-``DIR``, ``build_tiny_task(DIR, task="code")`` (``--task code``) the code variant; see
-:mod:`operators.tiny_task.build` for the layout. Importing this package is cheap:
-torch and transformers are only imported when a build actually runs.
+``build_tiny_task(DIR)`` (or ``python -m operators.tiny_task --out DIR``) installs the shipped
+build into ``DIR`` (:mod:`operators.tiny_task.shipped`; ``force=True`` / ``--rebuild`` trains it
+from the recipe instead), ``build_tiny_task(DIR, task="code")`` (``--task code``) the code
+variant; see :mod:`operators.tiny_task.build` for the layout. Importing this package is cheap:
+torch and transformers are only imported when a build is trained.
 """
 
 from operators.tiny_task.build import TASKS, build_tiny_task, is_built, read_stamp
