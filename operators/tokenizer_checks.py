@@ -33,8 +33,8 @@ def require_chat_template(tokenizer: Any, why: str, key: str = "model_path") -> 
     if getattr(tokenizer, "chat_template", None) is None:
         raise InputError(
             f"the tokenizer has no chat template ({why}): add one to the model directory "
-            "(chat_template.jinja, or chat_template in tokenizer_config.json; README: Bring "
-            "your own model)",
+            "(chat_template.jinja, or chat_template in tokenizer_config.json; see "
+            "docs/bring-your-own-model.md)",
             path=key,
         )
 

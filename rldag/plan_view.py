@@ -14,7 +14,7 @@ def cluster_for(loaded: LoadedPipeline) -> Cluster:
     """The cluster a run would use: the Ray cluster at `ray.address`, else this machine."""
     ray_spec = loaded.spec.ray
     if ray_spec.enabled and ray_spec.address:
-        from rldag.ray_pools import connect, ray_cluster
+        from rldag.ray_cluster import connect, ray_cluster
 
         connect(ray_spec)
         return ray_cluster()

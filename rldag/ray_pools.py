@@ -28,54 +28,15 @@ from rldag.events import Starting, emit
 from rldag.graph import Graph, Node
 from rldag.log_capture import replay
 from rldag.operator import NodeContext, PoolReservation
-from rldag.placement import Cluster, ClusterNode, Placement, WorkerGroup
+from rldag.placement import Placement, WorkerGroup
 from rldag.pools import InProcessPools, NodeRunner, WeightsSnapshot
-from rldag.spec import FaultsSpec, PipelineSpec, PoolName, RaySpec, WeightsSpec
+from rldag.ray_cluster import connect, ray_cluster
+from rldag.spec import FaultsSpec, PipelineSpec, PoolName, WeightsSpec
 from rldag.worker import PoolWorker
 
 log = logging.getLogger("rldag.pools")
 READY_TIMEOUT_S = 120
 INLINE_BYTES = 100_000  # Ray passes arguments up to this size inside the call itself
-# The embedded Ray has no dashboard, so nothing reads the per-task records its GCS would keep
-# (up to 100k tasks; +1-1.4 MB per 100 iterations of the default pipeline in bench/soak.py).
-EMBEDDED_RAY_CONFIG = {"task_events_report_interval_ms": 0}
-
-
-def connect(ray_spec: RaySpec) -> None:
-    """Join `ray.address`, or start an embedded local Ray when none is given (always a new
-    one: Ray would otherwise join a cluster that `ray start` left on this machine; without
-    task events, EMBEDDED_RAY_CONFIG)."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    if ray_spec.address:
-        ray.init(address=ray_spec.address, logging_level=logging.WARNING)
-    else:
-        ray.init(
-            address="local",
-            num_cpus=ray_spec.num_cpus,
-            num_gpus=ray_spec.num_gpus,
-            include_dashboard=False,
-            logging_level=logging.WARNING,
-            _system_config=EMBEDDED_RAY_CONFIG,
-        )
-
-
-def ray_cluster() -> Cluster:
-    """The connected Ray cluster's alive nodes and their resources."""
-    import ray
-
-    nodes = [
-        ClusterNode(
-            n["NodeManagerAddress"] + ":" + n["NodeID"][:6],
-            n["Resources"].get("CPU", 0),
-            n["Resources"].get("GPU", 0),
-        )
-        for n in ray.nodes()
-        if n.get("Alive")
-    ]
-    return Cluster(tuple(nodes), "Ray cluster")
 
 
 class WorkerLost(RuntimeError):

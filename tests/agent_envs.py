@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from operators.agent.environment import AssistantTurn, StepResult, ToolCall
+from tests.tiny_models import save_with_random_lm
 
 CHAT_TEMPLATE = (
     "{% if tools %}<|im_start|>system\ntools:"
@@ -29,7 +30,6 @@ FORGETFUL_TEMPLATE = (
 def build_chat_model(path: Path, template: str = CHAT_TEMPLATE, seed: int = 0) -> Path:
     """A random 2-layer Qwen2 model and a byte-level BPE tokenizer (with a few merges)
     whose eos is <|im_end|>, saved as an HF directory."""
-    import torch
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -48,22 +48,7 @@ def build_chat_model(path: Path, template: str = CHAT_TEMPLATE, seed: int = 0) -
         tokenizer_object=raw, eos_token="<|im_end|>", pad_token="<pad>", unk_token="<unk>"
     )
     tokenizer.chat_template = template
-    config = transformers.Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        intermediate_size=64,
-        max_position_embeddings=512,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(config)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_with_random_lm(path, tokenizer, seed=seed)
 
 
 class EchoEnv:

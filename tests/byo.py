@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from tests.conftest import grpo_nodes
+from tests.tiny_models import save_with_random_lm
 
 ROOT = Path(__file__).resolve().parents[1]
 # A Llama-3-style template (system, user, assistant turns); tools are listed when given.
@@ -35,7 +36,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
 def build_model(out: Path, chat_template: str | None = CHAT_TEMPLATE) -> Path:
     """A 2-layer random-init Llama and a byte-level BPE tokenizer (eos, pad, and the chat
     template if given) saved as a Hugging Face directory."""
-    import torch
     import transformers
     from tokenizers import ByteLevelBPETokenizer
 
@@ -47,21 +47,14 @@ def build_model(out: Path, chat_template: str | None = CHAT_TEMPLATE) -> Path:
     )
     if chat_template is not None:
         tokenizer.chat_template = chat_template
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
+    return save_with_random_lm(
+        out,
+        tokenizer,
+        transformers.LlamaConfig,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=128,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
     )
-    torch.manual_seed(0)
-    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
 
 
 def user_package(root: Path, files: dict[str, str], name: str = "mypkg") -> Path:

@@ -37,16 +37,22 @@ def _user_pipeline(tmp_path, user_root, reward_source: str) -> str:
     return str(write(tmp_path, doc))
 
 
+def _assert_refused(command, tmp_path, user_root, capsys, source: str, *fragments: str) -> None:
+    """`rldag COMMAND` on the user's pipeline with `source` as their reward file: refused."""
+    code = main([command, _user_pipeline(tmp_path, user_root, source)])
+    assert_refused(code, capsys.readouterr().err, tmp_path / "runs", *fragments)
+
+
 @pytest.mark.parametrize("command", ["validate", "run"])
 def test_a_reward_file_with_a_syntax_error_names_the_file_and_line(
     command, tmp_path, user_root, capsys
 ):
-    path = _user_pipeline(tmp_path, user_root, SYNTAX_ERROR)
-    code = main([command, path])
-    assert_refused(
-        code,
-        capsys.readouterr().err,
-        tmp_path / "runs",
+    _assert_refused(
+        command,
+        tmp_path,
+        user_root,
+        capsys,
+        SYNTAX_ERROR,
         "nodes.score.op: module 'mypkg.reward' has a syntax error",
         f"{user_root / 'mypkg' / 'reward.py'}, line 3",
     )
@@ -62,12 +68,12 @@ def test_the_real_command_exits_2_on_a_syntax_error(tmp_path, user_root):
 def test_a_reward_file_that_raises_at_import_names_the_error_and_file(
     command, tmp_path, user_root, capsys
 ):
-    path = _user_pipeline(tmp_path, user_root, RAISES_AT_IMPORT)
-    code = main([command, path])
-    assert_refused(
-        code,
-        capsys.readouterr().err,
-        tmp_path / "runs",
+    _assert_refused(
+        command,
+        tmp_path,
+        user_root,
+        capsys,
+        RAISES_AT_IMPORT,
         "nodes.score.op: importing module 'mypkg.reward' raised FileNotFoundError",
         "'answers.json'",
         f"(at {user_root / 'mypkg' / 'reward.py'}:4)",
@@ -78,12 +84,12 @@ def test_a_reward_file_that_raises_at_import_names_the_error_and_file(
 def test_a_reward_function_without_verl_signature_is_refused_saying_what_was_expected(
     command, tmp_path, user_root, capsys
 ):
-    path = _user_pipeline(tmp_path, user_root, TRL_STYLE)
-    code = main([command, path])
-    assert_refused(
-        code,
-        capsys.readouterr().err,
-        tmp_path / "runs",
+    _assert_refused(
+        command,
+        tmp_path,
+        user_root,
+        capsys,
+        TRL_STYLE,
         "nodes.score.op: reward function 'mypkg.reward:compute_score' has the signature "
         "compute_score(solution_str, ground_truth)",
         "compute_score(data_source, solution_str, ground_truth, extra_info=None, ...)",
