@@ -29,29 +29,29 @@ system-deps:
 model: $(MODELS)
 
 model-addition: $(STAMP)
-	$(BIN)/python -m operators.tiny_task --out .cache/tiny
+	$(BIN)/python -m examples.tiny_task --out .cache/tiny
 
 model-reward: $(STAMP)
-	$(BIN)/python -m operators.tiny_task.reward_model --out .cache/tiny_rm
+	$(BIN)/python -m examples.tiny_task.reward_model --out .cache/tiny_rm
 
 model-lookup: $(STAMP)
-	$(BIN)/python -m operators.tiny_task --task lookup --out .cache/tiny-lookup
+	$(BIN)/python -m examples.tiny_task --task lookup --out .cache/tiny-lookup
 
 model-guess: $(STAMP)
-	$(BIN)/python -m operators.tiny_task --task guess --out .cache/tiny-guess
+	$(BIN)/python -m examples.tiny_task --task guess --out .cache/tiny-guess
 
 model-code: $(STAMP)
-	$(BIN)/python -m operators.tiny_task --task code --out .cache/tiny-code
+	$(BIN)/python -m examples.tiny_task --task code --out .cache/tiny-code
 
 # The recipe: trains every shipped build again on this machine, into examples/tiny_models
 # (the weights then depend on this CPU's float kernels: docs/reproducibility.md). For
 # maintainers who change a task; the learning tests' bars must be measured again after it.
 rebuild-models: $(STAMP)
-	$(BIN)/python -m operators.tiny_task --rebuild --out $(SHIPPED)/addition
-	$(BIN)/python -m operators.tiny_task.reward_model --rebuild --out $(SHIPPED)/reward_model
-	$(BIN)/python -m operators.tiny_task --rebuild --task lookup --out $(SHIPPED)/lookup
-	$(BIN)/python -m operators.tiny_task --rebuild --task guess --out $(SHIPPED)/guess
-	$(BIN)/python -m operators.tiny_task --rebuild --task code --out $(SHIPPED)/code
+	$(BIN)/python -m examples.tiny_task --rebuild --out $(SHIPPED)/addition
+	$(BIN)/python -m examples.tiny_task.reward_model --rebuild --out $(SHIPPED)/reward_model
+	$(BIN)/python -m examples.tiny_task --rebuild --task lookup --out $(SHIPPED)/lookup
+	$(BIN)/python -m examples.tiny_task --rebuild --task guess --out $(SHIPPED)/guess
+	$(BIN)/python -m examples.tiny_task --rebuild --task code --out $(SHIPPED)/code
 
 run: model
 	$(BIN)/rldag run pipeline.yaml

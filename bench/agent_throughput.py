@@ -32,7 +32,7 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from operators.agent.environment import AssistantTurn, ToolCall  # noqa: E402
+from operators.generate.agent.environment import AssistantTurn, ToolCall  # noqa: E402
 
 LATENCY = "BENCH_TOOL_LATENCY_S"  # seconds per tool call (default 0.1), read at each call
 # The sampling and budgets of each turn length (the long one on the long-context copy).
@@ -91,9 +91,9 @@ def run_agent(
 ) -> tuple[float, int, float]:
     """Wall seconds of ``episodes`` episodes (the best of ``repeats`` runs), the tokens the
     model generated and the mean number of turns."""
-    from operators.agent.loop import AgentLoop
-    from operators.agent.params import AgentParams
-    from rldag.operator import NodeContext
+    from operators.generate.agent.loop import AgentLoop
+    from operators.generate.agent.params import AgentParams
+    from rldag.graph.operator import NodeContext
 
     params = AgentParams(
         model_path=model,
@@ -124,8 +124,8 @@ def run_agent(
 def run_single_turn(model: str, rows: int, tokens: int, repeats: int) -> float:
     """Wall seconds of single-turn generation of ``rows`` x ``tokens`` tokens (EOS ignored),
     the best of ``repeats`` runs."""
-    from operators.generate import GenerateParams, TorchGenerate
-    from rldag.operator import NodeContext
+    from operators.generate.single_turn import GenerateParams, TorchGenerate
+    from rldag.graph.operator import NodeContext
 
     generate = TorchGenerate(
         GenerateParams(model_path=model, max_new_tokens=tokens, ignore_eos=True)
@@ -173,7 +173,7 @@ def main() -> None:
 
     import torch
 
-    from operators.tiny_task import build_tiny_task
+    from examples.tiny_task import build_tiny_task
 
     torch.set_num_threads(1)
     model = str(build_tiny_task(ROOT / ".cache" / "tiny") / "model")

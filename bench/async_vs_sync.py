@@ -31,10 +31,10 @@ STAGES = ("generate", "env", "score", "advantage", "train")
 
 def run(args: argparse.Namespace, *overrides: str) -> tuple[list[float], list[dict]]:
     """Wall-clock seconds at each iteration's end (from the run's start) and its metrics."""
-    from rldag.events import IterationFinished, RunStarted, add_listener
-    from rldag.graph import build_graph
-    from rldag.run import Run
-    from rldag.spec import load_pipeline
+    from rldag.config.spec import load_pipeline
+    from rldag.engine.events import IterationFinished, RunStarted, add_listener
+    from rldag.engine.run import Run
+    from rldag.graph.dag import build_graph
 
     marks: list[float] = []
     metrics: list[dict] = []

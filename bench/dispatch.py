@@ -18,11 +18,11 @@ import pyarrow.parquet as pq
 import ray
 import yaml
 
-from rldag.graph import Node, build_graph
-from rldag.operator import NodeContext, OperatorDef, Port
-from rldag.ray_pools import RayPools, start_pools
-from rldag.schema import col
-from rldag.spec import NodeKind, load_pipeline
+from rldag.compute.ray_pools import RayPools, start_pools
+from rldag.config.spec import NodeKind, load_pipeline
+from rldag.graph.dag import Node, build_graph
+from rldag.graph.operator import NodeContext, OperatorDef, Port
+from rldag.graph.schema import col
 
 
 def rollout_table(rows: int, n: int = 8) -> pa.Table:

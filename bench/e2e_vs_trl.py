@@ -1,6 +1,6 @@
 """End-to-end GRPO race on the same work: TRL's GRPOTrainer, rldag, and a bare PyTorch loop.
 
-Same tiny addition model (``operators.tiny_task``), same prompts, group size, completion length,
+Same tiny addition model (``examples.tiny_task``), same prompts, group size, completion length,
 learning rate and number of optimizer steps (one step per batch of prompts, as rldag's default
 pipeline does). Contestants, all on CPU (``--threads`` sets torch's threads in this process;
 by default torch uses every core, and on a busy 2-core machine two threads contend badly, while
@@ -8,7 +8,8 @@ rldag's pool workers are Ray actors with one thread each: run with ``--threads 1
 everyone to one thread):
 
 * TRL ``GRPOTrainer`` (``use_cpu=True``, ``bf16=False``, ``beta=0``; needs the ``bench`` extra);
-* rldag's default pipeline driven through ``rldag.run.Run`` (what the Prefect tasks call, with
+* rldag's default pipeline driven through ``rldag.engine.run.Run`` (what the Prefect tasks call,
+with
   every edge persisted as Parquet), and the full ``rldag run`` CLI under Prefect in a subprocess
   (reported separately: its wall time includes starting Prefect's embedded server);
 * a bare single-process loop: HF ``generate`` + the same reward, GRPO advantages and PPO-clip
@@ -40,6 +41,7 @@ import pyarrow.parquet as pq
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # examples.tiny_task: the demo builders are not installed
 
 
 @dataclass
@@ -80,7 +82,7 @@ def problems(task: Path) -> list[tuple[str, str]]:
 
 
 def reward(completion: str, truth: str) -> float:
-    from operators.rewards.arithmetic import compute_score
+    from operators.score.rewards.arithmetic import compute_score
 
     return float(compute_score("arithmetic", completion, truth))
 
@@ -167,13 +169,13 @@ def _overrides(task: Path, work: Work, storage: str) -> list[str]:
 
 
 def run_rldag(task: Path, work: Work) -> Result:
-    """The default pipeline through ``rldag.run.Run`` (no Prefect). A step's cost is the wall
+    """The default pipeline through ``rldag.engine.run.Run`` (no Prefect). A step's cost is the wall
     time between iterations' ends (with async, iterations overlap: their own durations are
     longer than what each adds)."""
-    from rldag.events import IterationFinished, RunStarted, add_listener
-    from rldag.graph import build_graph
-    from rldag.run import Run
-    from rldag.spec import load_pipeline
+    from rldag.config.spec import load_pipeline
+    from rldag.engine.events import IterationFinished, RunStarted, add_listener
+    from rldag.engine.run import Run
+    from rldag.graph.dag import build_graph
 
     marks: list[float] = []
 
@@ -228,9 +230,9 @@ def run_bare(task: Path, work: Work) -> Result:
     """HF generate + reward + GRPO advantages + PPO-clip token-mean loss + AdamW, inline."""
     from transformers import AutoTokenizer
 
-    from operators.advantage import grpo_advantages
-    from operators.hf import load_causal_lm
+    from operators.model.hf import load_causal_lm
     from operators.train.loss import ppo_clip_loss, token_logprobs
+    from operators.transform.advantage import grpo_advantages
 
     tokenizer = AutoTokenizer.from_pretrained(task / "model")
     tokenizer.padding_side = "left"
@@ -317,7 +319,7 @@ def main() -> None:
         torch.set_num_threads(work.threads)
     from transformers.utils import logging as hf_logging
 
-    from operators.tiny_task import build_tiny_task
+    from examples.tiny_task import build_tiny_task
 
     hf_logging.set_verbosity_error()
     task = build_tiny_task(ROOT / ".cache" / "tiny")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ import torch
 from operators.rollout import SamplingParams, TorchEngine
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # examples.tiny_task: the demo builders are not installed
 
 
 @dataclass
@@ -90,7 +92,7 @@ def run_ours(engine: TorchEngine, scenario: Scenario, seed: int) -> int:
 
 def measure(scenario: Scenario, model_dir: Path, repeats: int) -> tuple[float, float]:
     """Best tokens/s of (ours, HF) over ``repeats`` alternating runs each, after a warm-up."""
-    from operators.hf import load_causal_lm
+    from operators.model.hf import load_causal_lm
 
     model = load_causal_lm(str(model_dir)).eval()
     if scenario.random_init:
@@ -140,7 +142,7 @@ def main() -> None:
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from operators.tiny_task import build_tiny_task
+    from examples.tiny_task import build_tiny_task
 
     hf_logging.set_verbosity_error()
     task = build_tiny_task(ROOT / ".cache" / "tiny")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from weight_sync import build_model
 
-from operators.lora_weights import nbytes
+from operators.model.lora_weights import nbytes
 from operators.rollout.torch_engine import TorchEngine
 from operators.rollout.weights import load_checkpoint, save_checkpoint
 from operators.train.lora import LoraParams

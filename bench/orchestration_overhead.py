@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from flows.rl_loop import rldag_run
-from rldag.events import IterationFinished, NodeFinished, RunStarted, add_listener
+from rldag.engine.events import IterationFinished, NodeFinished, RunStarted, add_listener
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -49,10 +49,10 @@ def settings(chunk: int) -> dict[str, tuple[str, ...]]:
 def measured_rate(path: Path, overrides: list[str]) -> float:
     """Steady samples/s of a run, from the wall-clock ends of its iterations (as the
     simulator counts them: from the end of iteration STEADY_SKIP - 1 on)."""
-    from rldag.graph import build_graph
-    from rldag.profiling import timed_inline_run
-    from rldag.simulator import STEADY_SKIP
-    from rldag.spec import load_pipeline
+    from rldag.config.spec import load_pipeline
+    from rldag.graph.dag import build_graph
+    from rldag.planning.profiling import timed_inline_run
+    from rldag.planning.simulator import STEADY_SKIP
 
     loaded = load_pipeline(path, overrides)
     graph = build_graph(loaded)
@@ -75,12 +75,12 @@ def main() -> None:
     import pyarrow as pa
     import ray
 
-    from rldag.auto_plan import sim_plan
-    from rldag.costs import CostModel
-    from rldag.graph import build_graph
-    from rldag.profiling import profile
-    from rldag.simulator import simulate
-    from rldag.spec import load_pipeline
+    from rldag.config.spec import load_pipeline
+    from rldag.graph.dag import build_graph
+    from rldag.planning.auto_plan import sim_plan
+    from rldag.planning.costs import CostModel
+    from rldag.planning.profiling import profile
+    from rldag.planning.simulator import simulate
 
     if args.repeats:  # --repeats 0 --record F: only the table of the recorded rounds
         ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING")

@@ -55,7 +55,7 @@ def write_pipeline(root: Path, iterations: int) -> Path:
 def child(pipeline: str) -> None:
     """In a fresh process: run the pipeline, print iteration end times and compute as JSON."""
     from flows.rl_loop import rldag_run
-    from rldag.events import IterationFinished, RunStarted, add_listener
+    from rldag.engine.events import IterationFinished, RunStarted, add_listener
 
     marks, compute, started = [], [], []
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.csv
 
-from rldag.costs import CostModel, NodeCost
+from rldag.planning.costs import CostModel, NodeCost
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -99,10 +99,10 @@ def describe(ranked) -> str:
 
 
 def main() -> None:
-    from rldag.auto_plan import Limits, parse_cluster, search, sim_plan
-    from rldag.graph import build_graph
-    from rldag.simulator import simulate
-    from rldag.spec import load_pipeline
+    from rldag.config.spec import load_pipeline
+    from rldag.graph.dag import build_graph
+    from rldag.planning.auto_plan import Limits, parse_cluster, search, sim_plan
+    from rldag.planning.simulator import simulate
 
     out = ROOT / "docs" / "published"
     out.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ import argparse
 import json
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -33,11 +34,12 @@ import pyarrow as pa
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # examples.tiny_task: the demo builders are not installed
 
 
 def skewed_rows(count: int, seed: int = 0) -> pa.Table:
     """Addition prompts with responses: 90 % 1-2 characters, 10 % 20-50 (a long tail)."""
-    from operators.tiny_task.problems import all_problems
+    from examples.tiny_task.problems import all_problems
 
     rng = random.Random(seed)
     problems = all_problems()
@@ -70,8 +72,8 @@ def best(fn, repeats: int) -> float:
 def bench_rm(rm: Path, rows: pa.Table, repeats: int, hf_batch: int) -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from operators.reward_service.reward_model import RewardModelParams, RewardModelScorer
-    from rldag.operator import NodeContext
+    from operators.score.reward_service.reward_model import RewardModelParams, RewardModelScorer
+    from rldag.graph.operator import NodeContext
 
     scorer = RewardModelScorer(RewardModelParams(model_path=str(rm), micro_batch_tokens=2048))
     tokenizer = AutoTokenizer.from_pretrained(rm)
@@ -111,9 +113,9 @@ def bench_rm(rm: Path, rows: pa.Table, repeats: int, hf_batch: int) -> None:
 def bench_judge(policy: Path, rows: pa.Table, repeats: int, hf_batches: list[int]) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from operators.generate import GenerateParams
-    from operators.reward_service.llm_judge import JudgeParams, LLMJudge
-    from rldag.operator import NodeContext
+    from operators.generate.single_turn import GenerateParams
+    from operators.score.reward_service.llm_judge import JudgeParams, LLMJudge
+    from rldag.graph.operator import NodeContext
 
     generate = GenerateParams(model_path=str(policy), temperature=0.0, max_new_tokens=4)
     judge = LLMJudge(
@@ -160,10 +162,10 @@ def bench_judge(policy: Path, rows: pa.Table, repeats: int, hf_batches: list[int
 
 
 def bench_overlap(policy: Path, rm: Path, data: Path, iterations: int) -> None:
-    from rldag.events import NodeFinished, add_listener
-    from rldag.graph import build_graph
-    from rldag.run import Run
-    from rldag.spec import load_pipeline
+    from rldag.config.spec import load_pipeline
+    from rldag.engine.events import NodeFinished, add_listener
+    from rldag.engine.run import Run
+    from rldag.graph.dag import build_graph
 
     finished: dict[tuple[int, str], float] = {}
     seconds: dict[tuple[int, str], float] = {}
@@ -214,8 +216,8 @@ def main() -> None:
     parser.add_argument("--only", choices=["rm", "judge", "overlap"])
     args = parser.parse_args()
     torch.set_num_threads(1)
-    from operators.tiny_task import build_tiny_task
-    from operators.tiny_task.reward_model import build_tiny_reward_model
+    from examples.tiny_task import build_tiny_task
+    from examples.tiny_task.reward_model import build_tiny_reward_model
 
     task = build_tiny_task(ROOT / ".cache" / "tiny")
     rm = build_tiny_reward_model(ROOT / ".cache" / "tiny_rm")

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 
-from rldag.operator import NodeContext, OperatorDef, Port
-from rldag.schema import col, columns
-from rldag.spec import NodeKind
+from rldag.config.spec import NodeKind
+from rldag.graph.operator import NodeContext, OperatorDef, Port
+from rldag.graph.schema import col, columns
 
 CONCURRENCY = 16  # groups in the environment at once
 

@@ -95,7 +95,7 @@ def _iterations_done(storage: Path) -> tuple[int, list[float]]:
 # iteration: traced from the start, the imports and the server start-up took minutes.
 DRIVER = """
 import gc, sys, tracemalloc
-from rldag.events import IterationFinished, add_listener
+from rldag.engine.events import IterationFinished, add_listener
 first, last, frames, mode = int(sys.argv[1]), int(sys.argv[2]) - 1, int(sys.argv[3]), sys.argv[4]
 def snap(event):
     if not isinstance(event, IterationFinished):
@@ -116,9 +116,9 @@ if first > 0:
 if mode == "prefect":
     from flows.cli import main
     sys.exit(main(["run", *sys.argv[5:]]))
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.graph.dag import build_graph
+from rldag.engine.run import Run
+from rldag.config.spec import load_pipeline
 loaded = load_pipeline(sys.argv[5], sys.argv[6:])
 Run.start(loaded, build_graph(loaded)).run_inline()
 """
@@ -133,7 +133,7 @@ def soak(
     trace_frames: int = 1,
     overrides: tuple[str, ...] = (),
 ) -> dict:
-    """Run and sample; `inline`: the same loop without Prefect (rldag.driver's threads), to
+    """Run and sample; `inline`: the same loop without Prefect (rldag.engine.driver's threads), to
     tell the orchestrator's growth from the core's; `trace_from` > 0: the driver runs under
     tracemalloc and prints what it allocated from that iteration on."""
     overrides = (

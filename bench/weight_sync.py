@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,12 +21,14 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
-from operators.tiny_task import build_tiny_task
-from rldag.graph import Node, build_graph
-from rldag.ray_pools import RayPools, start_pools
-from rldag.spec import load_pipeline
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # examples.tiny_task: the demo builders are not installed
+
+from examples.tiny_task import build_tiny_task  # noqa: E402
+from rldag.compute.ray_pools import RayPools, start_pools  # noqa: E402
+from rldag.config.spec import load_pipeline  # noqa: E402
+from rldag.graph.dag import Node, build_graph  # noqa: E402
+
 EDGES = {  # label -> (weights.transport on split pools (None: colocated), LoRA)
     "rldag colocated (hybrid worker)": (None, False),
     "rldag split (object store)": ("object_store", False),

@@ -1,7 +1,7 @@
 """The Prefect artifacts of a run: a live progress bar, per-iteration metrics and sample
 rollouts, and the reward curve (stored with the run as a PNG and shown inline in the UI).
 
-Thin: the content comes from `rldag.report`; this module only publishes it.
+Thin: the content comes from `rldag.report.rollouts`; this module only publishes it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 
-from rldag.report import REWARD_CURVE, markdown_image, rollouts_markdown
-from rldag.run import Run
+from rldag.engine.run import Run
+from rldag.report.rollouts import REWARD_CURVE, markdown_image, rollouts_markdown
 
 PROGRESS_EVERY_S = 1.0  # the progress bar is refreshed at most this often (and at the end)
 
@@ -62,7 +62,7 @@ def publish_iteration(run: Run, iteration: int, metrics: dict[str, float], rollo
 
 
 def publish_reward_curve(run: Run) -> str | None:
-    """Show the reward curve the run stored (rldag.driver) on the run's flow; its URI."""
+    """Show the reward curve the run stored (rldag.engine.driver) on the run's flow; its URI."""
     rel = f"{run.run_id}/{REWARD_CURVE}"
     if not run.storage.exists(rel):
         return None

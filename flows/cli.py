@@ -21,17 +21,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from rldag import checkpoints
-from rldag.allocator import cap_malloc_arenas
-from rldag.errors import InputError, RunError, describe
-from rldag.graph import Graph, build_graph
-from rldag.model_paths import hub_offline_by_default
-from rldag.overrides import blame_override, read_overrides_file
-from rldag.plan_view import placement_for, print_execution, print_nodes, print_placement
-from rldag.progress import RunProgress
-from rldag.run_lock import RunLock
-from rldag.spec import LoadedPipeline, load_pipeline
-from rldag.storage import open_storage
+from rldag.compute.allocator import cap_malloc_arenas
+from rldag.config.errors import InputError, RunError, describe
+from rldag.config.model_paths import hub_offline_by_default
+from rldag.config.overrides import blame_override, read_overrides_file
+from rldag.config.spec import LoadedPipeline, load_pipeline
+from rldag.console.plan import placement_for, print_execution, print_nodes, print_placement
+from rldag.console.progress import RunProgress
+from rldag.engine import checkpoints
+from rldag.graph.dag import Graph, build_graph
+from rldag.storage.run_lock import RunLock
+from rldag.storage.store import open_storage
 
 err_console = Console(stderr=True, soft_wrap=True)
 console = Console(soft_wrap=True)
@@ -57,8 +57,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     if args.profile or args.costs or args.auto or args.apply:
         _load(args)  # bad input first, blamed on the override that gave it
-        from rldag.auto_plan import Limits
-        from rldag.auto_plan_view import PlanRequest, plan_command
+        from rldag.console.auto_plan import PlanRequest, plan_command
+        from rldag.planning.auto_plan import Limits
 
         limits = Limits(max_staleness=args.max_staleness, gpu_memory_gb=args.gpu_memory_gb)
         request = PlanRequest(
@@ -161,7 +161,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Show a stored run: row counts, metrics, or sample rows of one node's table."""
-    from rldag.stored_run import StoredRun, print_episode, print_rows, print_run
+    from rldag.storage.stored_run import StoredRun, print_episode, print_rows, print_run
 
     run = StoredRun.open(args.run, args.storage, endpoint_url=args.endpoint_url)
     if args.trajectory is not None:
@@ -306,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    cap_malloc_arenas()  # before the threads a run starts (rldag/allocator.py)
+    cap_malloc_arenas()  # before the threads a run starts (rldag/compute/allocator.py)
     hub_offline_by_default()  # a missing model fails at once, not after minutes of retries
     args = build_parser().parse_args(argv)
     try:

@@ -10,7 +10,7 @@ import hashlib
 import tempfile
 from pathlib import Path
 
-from rldag.spec import LoadedPipeline
+from rldag.config.spec import LoadedPipeline
 
 
 def pipeline_parameter(path: str | Path, loaded: LoadedPipeline, embed: bool) -> str:

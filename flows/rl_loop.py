@@ -1,6 +1,6 @@
 """The RL loop as Prefect flows: one flow per run, one `iteration-<i>` subflow per iteration,
 one task run per node whose inputs are the handles of the edges it consumes, so each
-subflow's graph is the pipeline's DAG. The loop itself is rldag.driver's, the same as the
+subflow's graph is the pipeline's DAG. The loop itself is rldag.engine.driver's, the same as the
 inline driver's: this module only launches its steps as Prefect task runs.
 
 With async.max_staleness = k > 0 up to k+1 iterations are in flight: their subflows overlap
@@ -36,15 +36,15 @@ from flows.pipeline_param import pipeline_file
 from flows.run_logs import forward_rldag_logs
 from flows.settings import without_heartbeats
 from flows.tracking import tracking
-from rldag import checkpoints
-from rldag.allocator import cap_malloc_arenas
-from rldag.driver import drive
-from rldag.errors import RunError
-from rldag.graph import build_graph
-from rldag.model_paths import hub_offline_by_default
-from rldag.run import EdgeHandle, Run
-from rldag.scheduler import Step
-from rldag.spec import load_pipeline
+from rldag.compute.allocator import cap_malloc_arenas
+from rldag.config.errors import RunError
+from rldag.config.model_paths import hub_offline_by_default
+from rldag.config.spec import load_pipeline
+from rldag.engine import checkpoints
+from rldag.engine.driver import drive
+from rldag.engine.run import EdgeHandle, Run
+from rldag.engine.scheduler import Step
+from rldag.graph.dag import build_graph
 from tasks.nodes import node_task
 
 log = logging.getLogger("rldag.prefect")

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from prefect.runtime import flow_run
 from prefect.settings import PREFECT_UI_URL
 
-from rldag.run import Run
-from rldag.trackers import RunTracking, attach_trackers
+from rldag.engine.run import Run
+from rldag.report.trackers import RunTracking, attach_trackers
 
 
 def flow_run_url() -> str | None:

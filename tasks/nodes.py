@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from prefect import Task, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from rldag.graph import Node
-from rldag.run import EdgeHandle, Run
-from rldag.scheduler import Step, emits_chunks
-from rldag.spec import NodeKind
+from rldag.config.spec import NodeKind
+from rldag.engine.run import EdgeHandle, Run
+from rldag.engine.scheduler import Step, emits_chunks
+from rldag.graph.dag import Node
 
 # The contract of each kind as Prefect sees it: how often a failure is retried.
 # Train steps the optimizer and is never retried blindly.

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from operators.agent.environment import AssistantTurn, StepResult, ToolCall
+from operators.generate.agent.environment import AssistantTurn, StepResult, ToolCall
 from tests.tiny_models import save_with_random_lm
 
 CHAT_TEMPLATE = (

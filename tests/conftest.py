@@ -171,7 +171,7 @@ def prefect_api():
 @pytest.fixture(scope="session")
 def tiny_task() -> Path:
     """The tiny model, tokenizer and addition data, built once (cached under .cache/)."""
-    from operators.tiny_task import build_tiny_task
+    from examples.tiny_task import build_tiny_task
 
     return build_tiny_task(Path(__file__).resolve().parents[1] / ".cache" / "tiny")
 
@@ -202,7 +202,7 @@ def ray_local():
 def tiny_rm() -> Path:
     """The tiny reward model (right vs wrong sums of the addition task), built once (cached
     under .cache/) as `make model` builds it."""
-    from operators.tiny_task.reward_model import build_tiny_reward_model
+    from examples.tiny_task.reward_model import build_tiny_reward_model
 
     return build_tiny_reward_model(Path(__file__).resolve().parents[1] / ".cache" / "tiny_rm")
 

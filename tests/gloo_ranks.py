@@ -20,7 +20,7 @@ PRELOAD = [  # what the rank targets' modules import (operators load lazily)
     "torch",
     "torch.distributed.fsdp",
     "transformers",
-    "operators.generate",
+    "operators.generate.single_turn",
     "operators.train.critic",
     "operators.train.policy_gradient",
 ]

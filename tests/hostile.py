@@ -13,10 +13,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rldag.graph import build_graph
-from rldag.pools import InProcessPools
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.compute.in_process import InProcessPools
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 from tests.conftest import scoring_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]

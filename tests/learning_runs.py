@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from operators.tiny_task import build_tiny_task
-from operators.tiny_task.reward_model import build_tiny_reward_model
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from examples.tiny_task import build_tiny_task
+from examples.tiny_task.reward_model import build_tiny_reward_model
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache"
@@ -129,7 +129,7 @@ def reward_model(runs: Path, *overrides: str) -> Curve:
     """examples/reward_model.yaml, 40 iterations rewarded only by the tiny reward model; the
     curve is the rule-checked accuracy (a reward the run never saw); extra: the mean reward
     of right and of over-long answers over the last 3 iterations (NaN when none)."""
-    from operators.rewards.arithmetic import compute_score
+    from operators.score.rewards.arithmetic import compute_score
 
     task = build_tiny_task(CACHE / "tiny")
     rm = build_tiny_reward_model(CACHE / "tiny_rm")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from rldag.costs import CostModel, NodeCost
-from rldag.graph import Graph, Node
-from rldag.operator import OperatorDef
-from rldag.spec import NodeKind, NodeSpec
+from rldag.config.spec import NodeKind, NodeSpec
+from rldag.graph.dag import Graph, Node
+from rldag.graph.operator import OperatorDef
+from rldag.planning.costs import CostModel, NodeCost
 
 
 def node(name: str, kind: NodeKind, inputs: dict[str, str], **op: object) -> Node:

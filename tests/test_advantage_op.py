@@ -8,11 +8,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from operators.advantage import Advantage, AdvantageParams, EstimatorParams, GroupAdvantage
 from operators.algorithms.advantages import AdvantageConfig, AdvantageInputs
 from operators.algorithms.reinforce import reinforce_plus_plus
-from rldag.errors import InputError
-from rldag.operator import NodeContext
+from operators.transform.advantage import (
+    Advantage,
+    AdvantageParams,
+    EstimatorParams,
+    GroupAdvantage,
+)
+from rldag.config.errors import InputError
+from rldag.graph.operator import NodeContext
 
 CTX = NodeContext(node="adv", iteration=0, seed=0, run_uri="")
 

@@ -1,4 +1,4 @@
-"""Bounded calls (operators/agent/deadline.py): reused workers, abandoned hung calls."""
+"""Bounded calls (operators/generate/agent/deadline.py): reused workers, abandoned hung calls."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from operators.agent.deadline import CallTimeout, call_with_deadline
+from operators.generate.agent.deadline import CallTimeout, call_with_deadline
 
 
 def test_sequential_calls_reuse_idle_workers():

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from operators.agent.environment import AssistantTurn
-from operators.agent.hosting import LocalHosts, start_hosts
-from operators.agent.params import AgentParams, EnvHosting
-from rldag.errors import SpecError
-from rldag.operator import PoolReservation
+from operators.generate.agent.environment import AssistantTurn
+from operators.generate.agent.hosting import LocalHosts, start_hosts
+from operators.generate.agent.params import AgentParams, EnvHosting
+from rldag.config.errors import SpecError
+from rldag.graph.operator import PoolReservation
 
 GAME = {
     "model_path": "unused",
-    "environment": "operators.agent.guessing_game:GuessingGame",
+    "environment": "operators.generate.agent.guessing_game:GuessingGame",
     "env_params": {"low": 0, "high": 9, "strict": True},
     "tool_parser": "none",
 }

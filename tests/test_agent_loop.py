@@ -11,10 +11,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from operators.agent.loop import AgentLoop, turn_seed
-from operators.agent.params import AgentParams
+from operators.generate.agent.loop import AgentLoop, turn_seed
+from operators.generate.agent.params import AgentParams
 from operators.rollout.torch_engine import TorchEngine
-from rldag.operator import NodeContext
+from rldag.graph.operator import NodeContext
 from tests.agent_envs import build_chat_model
 
 PROMPTS = pa.table({"prompt_id": pa.array([0, 1, 2], pa.int64()), "prompt": ["hi", "yo", "ok"]})

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from rldag.graph import build_graph
-from rldag.metrics import iteration_metrics
-from rldag.spec import load_pipeline
+from rldag.config.spec import load_pipeline
+from rldag.engine.metrics import iteration_metrics
+from rldag.graph.dag import build_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.cli import main
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

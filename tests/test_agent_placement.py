@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rldag.errors import PlacementError
-from rldag.graph import build_graph
-from rldag.placement import Cluster, ClusterNode, plan_placement
-from rldag.spec import load_pipeline
+from rldag.compute.placement import Cluster, ClusterNode, plan_placement
+from rldag.config.errors import PlacementError
+from rldag.config.spec import load_pipeline
+from rldag.graph.dag import build_graph
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "agent_python_tool.yaml"
 BOX = Cluster((ClusterNode("box", 8, 0),), "test")

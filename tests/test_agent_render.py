@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from operators.agent.render import ConversationTokens, TemplateError
+from operators.generate.agent.render import ConversationTokens, TemplateError
 from tests.agent_envs import FORGETFUL_TEMPLATE, build_chat_model
 
 

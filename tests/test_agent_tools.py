@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from operators.agent.environment import AssistantTurn, ToolCall
-from operators.agent.factory import build_environment, load_tools
-from operators.agent.params import AgentParams
-from operators.agent.python_tool import PythonTool, close_sandboxes
-from operators.agent.tools import ToolEnvironment, tool_schema
-from rldag.errors import SpecError
+from operators.generate.agent.environment import AssistantTurn, ToolCall
+from operators.generate.agent.factory import build_environment, load_tools
+from operators.generate.agent.params import AgentParams
+from operators.generate.agent.python_tool import PythonTool, close_sandboxes
+from operators.generate.agent.tools import ToolEnvironment, tool_schema
+from rldag.config.errors import SpecError
 from tests.agent_envs import lookup, slow_tool
 
 

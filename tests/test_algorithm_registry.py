@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
-from operators.advantage import EstimatorParams
 from operators.algorithms.advantages import ADVANTAGE_ESTIMATORS
 from operators.algorithms.aggregation import LOSS_AGGREGATIONS, Unit
 from operators.algorithms.kl import KL_ESTIMATORS
 from operators.algorithms.policy_losses import POLICY_LOSSES
-from operators.kl_reward import KLRewardParams
 from operators.train.policy_gradient import PolicyGradientParams
-from rldag.errors import SpecError
+from operators.transform.advantage import EstimatorParams
+from operators.transform.kl_reward import KLRewardParams
+from rldag.config.errors import SpecError
 from tests import algorithm_user_code
 
 ROOT = Path(__file__).resolve().parents[1]

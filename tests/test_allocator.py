@@ -1,4 +1,4 @@
-"""The driver caps glibc's malloc arenas (rldag/allocator.py): threads that come and go then
+"""The driver caps glibc's malloc arenas (rldag/compute/allocator.py): threads that come and go then
 share two arenas instead of taking one each. Measured with glibc's own `malloc_info`."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = """
 import ctypes, sys, threading
-from rldag.allocator import cap_malloc_arenas
+from rldag.compute.allocator import cap_malloc_arenas
 if sys.argv[2] == "capped":
     assert cap_malloc_arenas()
 alive = threading.Barrier(12)
@@ -55,7 +55,7 @@ def test_capped_threads_share_two_arenas_where_uncapped_ones_take_their_own(tmp_
 
 
 def test_the_users_malloc_arena_max_stands(monkeypatch):
-    from rldag.allocator import cap_malloc_arenas
+    from rldag.compute.allocator import cap_malloc_arenas
 
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert cap_malloc_arenas() is False

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.cli import main
-from rldag.events import NodeFinished, NodeStarted, add_listener
-from rldag.graph import build_graph
-from rldag.pools import InProcessPools
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.compute.in_process import InProcessPools
+from rldag.config.spec import load_pipeline
+from rldag.engine.events import NodeFinished, NodeStarted, add_listener
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

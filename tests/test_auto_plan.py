@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from flows.cli import main
-from rldag.auto_plan import Limits, parse_cluster, partitions, search
-from rldag.costs import CostModel, NodeCost
-from rldag.errors import InputError
-from rldag.graph import build_graph
-from rldag.overrides import read_overrides_file
-from rldag.spec import load_pipeline
+from rldag.config.errors import InputError
+from rldag.config.overrides import read_overrides_file
+from rldag.config.spec import load_pipeline
+from rldag.graph.dag import build_graph
+from rldag.planning.auto_plan import Limits, parse_cluster, partitions, search
+from rldag.planning.costs import CostModel, NodeCost
 from tests.conftest import grpo_nodes
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
-from operators.data.dataset import DatasetParams, DatasetSource
-from rldag.operator import NodeContext
+from operators.source.dataset import DatasetParams, DatasetSource
+from rldag.graph.operator import NodeContext
 from tests.byo import (
     VERL_REWARD,
     assert_refused,

@@ -14,13 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.cli import main
-from operators.prompts import encode_prompt
-from operators.rewards.arithmetic import compute_score
-from rldag.graph import build_graph
-from rldag.pools import InProcessPools
-from rldag.run import Run
-from rldag.schema import MESSAGES
-from rldag.spec import load_pipeline
+from operators.model.prompts import encode_prompt
+from operators.score.rewards.arithmetic import compute_score
+from rldag.compute.in_process import InProcessPools
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
+from rldag.graph.schema import MESSAGES
 from tests.conftest import grpo_nodes
 
 pytestmark = pytest.mark.slow
@@ -64,7 +64,7 @@ def chat_nodes(model: str, data: Path, generate: dict) -> dict:
     nodes = grpo_nodes(
         model,
         data,
-        "operators.rewards.arithmetic:compute_score",
+        "operators.score.rewards.arithmetic:compute_score",
         generate={"n": 4, "max_new_tokens": 4, **generate},
         train={"lr": 1e-3, "kl_coef": 0.01},
     )

@@ -9,12 +9,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from examples.tiny_task import CodeTaskParams, build_tiny_task, is_built
+from examples.tiny_task.__main__ import main as tiny_task_main
 from operators.sandbox.spec import EXEC_STATUSES
-from operators.tiny_task import CodeTaskParams, build_tiny_task, is_built
-from operators.tiny_task.__main__ import main as tiny_task_main
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "code_sandbox.yaml"

@@ -11,12 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from operators.reward_service.combine import Combine, CombineMode, CombineParams, combined
-from rldag.errors import InputError, SchemaError
-from rldag.graph import build_graph
-from rldag.operator import NodeContext
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from operators.score.reward_service.combine import Combine, CombineMode, CombineParams, combined
+from rldag.config.errors import InputError, SchemaError
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
+from rldag.graph.operator import NodeContext
 from tests.conftest import scoring_pipeline
 
 CORRECT = np.array([1.0, 0.0, 1.0, 0.0])

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.cli import main
-from rldag.costs import COSTS_FILE, CostModel, NodeCost, fit_linear
-from rldag.overrides import read_overrides_file
-from rldag.profiling import count_params
+from rldag.config.overrides import read_overrides_file
+from rldag.planning.costs import COSTS_FILE, CostModel, NodeCost, fit_linear
+from rldag.planning.profiling import count_params
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from operators.train.batch import pack
 from operators.train.critic import CriticParams, CriticTrainer, CriticValues, ValuesParams
 from operators.train.prefix_forward import response_logits
 from operators.train.value_model import load_value_model
-from rldag.operator import NodeContext
+from rldag.graph.operator import NodeContext
 from tests.test_train_speed_paths import grpo_table
 from tests.tiny_models import random_causal_lm
 

@@ -12,15 +12,23 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.cli import main
-from operators.data.dataset import DatasetParams, DatasetSource
-from operators.dynamic_sampling import DynamicSampling, DynamicSamplingParams, select_groups
-from operators.overlong_penalty import OverlongPenalty, OverlongPenaltyParams, overlong_penalties
-from rldag.errors import InputError
-from rldag.graph import build_graph
-from rldag.metrics import reported_metrics
-from rldag.operator import NodeContext
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from operators.source.dataset import DatasetParams, DatasetSource
+from operators.transform.dynamic_sampling import (
+    DynamicSampling,
+    DynamicSamplingParams,
+    select_groups,
+)
+from operators.transform.overlong_penalty import (
+    OverlongPenalty,
+    OverlongPenaltyParams,
+    overlong_penalties,
+)
+from rldag.config.errors import InputError
+from rldag.config.spec import load_pipeline
+from rldag.engine.metrics import reported_metrics
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
+from rldag.graph.operator import NodeContext
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "dapo.yaml"

@@ -1,11 +1,11 @@
-"""Which rows iteration i reads (operators/data/cursor.py): a pure function of the dataset
+"""Which rows iteration i reads (operators/source/cursor.py): a pure function of the dataset
 size, batch size, i and seed; every epoch visits every row once."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from operators.data.cursor import batch_indices, epoch_order
+from operators.source.cursor import batch_indices, epoch_order
 
 
 def test_without_shuffle_batches_walk_the_file_in_order_and_wrap():

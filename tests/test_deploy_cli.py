@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from flows.pipeline_param import pipeline_file, pipeline_parameter
-from rldag.spec import load_pipeline
+from rldag.config.spec import load_pipeline
 from tests.conftest import scoring_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]

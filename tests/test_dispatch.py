@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from rldag.dispatch import (
+from rldag.compute.dispatch import (
     added_columns,
     balanced_assignment,
     group_boundaries,

@@ -11,7 +11,7 @@ from prefect.client.schemas.objects import FlowRun, State, TaskRun
 from prefect.futures import PrefectFuture
 
 from flows.rl_loop import rldag_run
-from rldag.events import IterationFinished, add_listener
+from rldag.engine.events import IterationFinished, add_listener
 from tests.conftest import scoring_pipeline
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 from flows.cli import main
-from rldag.registry import resolve
-from rldag.spec import NodeKind
+from rldag.config.spec import NodeKind
+from rldag.graph.registry import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "from_verl.yaml"

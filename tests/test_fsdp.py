@@ -13,9 +13,9 @@ import pytest
 import torch
 import yaml
 
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 
 pytestmark = pytest.mark.slow
 

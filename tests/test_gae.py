@@ -9,7 +9,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from operators.advantage import Advantage, EstimatorParams
 from operators.algorithms.advantages import (
     ADVANTAGE_ESTIMATORS,
     AdvantageConfig,
@@ -17,7 +16,8 @@ from operators.algorithms.advantages import (
     MissingInputError,
 )
 from operators.algorithms.gae import gae
-from rldag.operator import NodeContext
+from operators.transform.advantage import Advantage, EstimatorParams
+from rldag.graph.operator import NodeContext
 
 
 def test_gae_by_hand():

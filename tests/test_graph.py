@@ -6,9 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from rldag.errors import GraphError, InputError, SchemaError, SpecError
-from rldag.graph import build_graph
-from rldag.spec import load_pipeline
+from rldag.config.errors import GraphError, InputError, SchemaError, SpecError
+from rldag.config.spec import load_pipeline
+from rldag.graph.dag import build_graph
 from tests.conftest import scoring_pipeline
 
 

@@ -1,13 +1,13 @@
-"""The guessing game (operators/agent/guessing_game.py): a stateful text environment over
+"""The guessing game (operators/generate/agent/guessing_game.py): a stateful text environment over
 several turns with higher/lower feedback and a reward that prefers fewer guesses."""
 
 from __future__ import annotations
 
 import pytest
 
-from operators.agent.environment import AssistantTurn, Environment
-from operators.agent.guessing_game import GuessingGame, success_reward
-from rldag.errors import SpecError
+from operators.generate.agent.environment import AssistantTurn, Environment
+from operators.generate.agent.guessing_game import GuessingGame, success_reward
+from rldag.config.errors import SpecError
 
 
 def guess(game: GuessingGame, text: str):

@@ -1,4 +1,5 @@
-"""Gymnasium simulators through the text adapter (operators/agent/gym_env.py), stepping real
+"""Gymnasium simulators through the text adapter (operators/generate/agent/gym_env.py), stepping
+real
 episodes of Gymnasium's own FrozenLake and Blackjack."""
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ import json
 import gymnasium
 import pytest
 
-from operators.agent.environment import AssistantTurn, Environment
-from operators.agent.gym_env import GymTextEnvironment, discrete_parser
-from rldag.errors import SpecError
+from operators.generate.agent.environment import AssistantTurn, Environment
+from operators.generate.agent.gym_env import GymTextEnvironment, discrete_parser
+from rldag.config.errors import SpecError
 
 NAMES = ["left", "down", "right", "up"]  # FrozenLake's actions 0..3
 
@@ -114,14 +115,14 @@ def as_question(observation, env) -> str:
 def test_frozen_lake_episodes_run_through_agent_loop(tiny_task):
     import pyarrow as pa
 
-    from operators.agent.loop import AgentLoop
-    from operators.agent.params import AgentParams
-    from rldag.operator import NodeContext
+    from operators.generate.agent.loop import AgentLoop
+    from operators.generate.agent.params import AgentParams
+    from rldag.graph.operator import NodeContext
 
     params = AgentParams(
         model_path=str(tiny_task / "model"),
         n=2,
-        environment="operators.agent.gym_env:GymTextEnvironment",
+        environment="operators.generate.agent.gym_env:GymTextEnvironment",
         env_params={
             "env_id": "FrozenLake-v1",
             "kwargs": {"is_slippery": False},

@@ -12,12 +12,12 @@ import datasets
 import pyarrow.parquet as pq
 import pytest
 
-from operators.data.hf_dataset import HfDatasetParams, HfDatasetSource, hf_dataset_schema
-from rldag.errors import InputError
-from rldag.graph import build_graph
-from rldag.operator import NodeContext
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from operators.source.hf_dataset import HfDatasetParams, HfDatasetSource, hf_dataset_schema
+from rldag.config.errors import InputError
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
+from rldag.graph.operator import NodeContext
 from tests.conftest import scoring_pipeline
 
 ROWS = 10

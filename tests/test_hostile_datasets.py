@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.cli import main
-from rldag.errors import RunError
-from rldag.graph import build_graph
-from rldag.pools import InProcessPools
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.compute.in_process import InProcessPools
+from rldag.config.errors import RunError
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 from tests.conftest import scoring_pipeline
 from tests.hostile import rldag
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from flows.cli import main
-from rldag.storage import Storage
+from rldag.storage.store import Storage
 
 RUN = "demo-20260101-000000-abcd"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from rldag.parquet_io import footer_rows, table_from_bytes
-from rldag.storage import Storage
+from rldag.storage.parquet_io import footer_rows, table_from_bytes
+from rldag.storage.store import Storage
 from tests.byo import rldag
 
 RUN = "byo-20260101-000000-abcd"

@@ -10,19 +10,19 @@ import re
 import pyarrow as pa
 import pytest
 
-from operators.generate import GenerateParams
-from operators.reward_service.llm_judge import (
+from operators.generate.single_turn import GenerateParams
+from operators.score.reward_function import OnError
+from operators.score.reward_service.llm_judge import (
     JudgeParams,
     LLMJudge,
     VerdictParser,
     parse_verdict,
     template_variables,
 )
-from operators.score import OnError
-from rldag.errors import InputError, RowError, SpecError
-from rldag.graph import build_graph
-from rldag.operator import NodeContext
-from rldag.spec import load_pipeline, merge_params
+from rldag.config.errors import InputError, RowError, SpecError
+from rldag.config.spec import load_pipeline, merge_params
+from rldag.graph.dag import build_graph
+from rldag.graph.operator import NodeContext
 from tests.conftest import scoring_pipeline
 
 

@@ -7,11 +7,11 @@ import logging
 
 import pyarrow as pa
 
-from rldag.graph import build_graph
-from rldag.log_capture import replay
-from rldag.operator import NodeContext
-from rldag.spec import load_pipeline
-from rldag.worker import PoolWorker
+from rldag.compute.log_capture import replay
+from rldag.compute.worker import PoolWorker
+from rldag.config.spec import load_pipeline
+from rldag.graph.dag import build_graph
+from rldag.graph.operator import NodeContext
 from tests.conftest import scoring_pipeline
 
 

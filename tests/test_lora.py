@@ -18,8 +18,8 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from flows.cli import main
-from operators.generate import GenerateParams, TorchGenerate
-from operators.lora_weights import base_weights, is_adapter_key, merge, nbytes
+from operators.generate.single_turn import GenerateParams, TorchGenerate
+from operators.model.lora_weights import base_weights, is_adapter_key, merge, nbytes
 from operators.rollout.engine_loop import EngineLoop
 from operators.rollout.torch_engine import TorchEngine
 from operators.rollout.weight_update import InFlight
@@ -30,8 +30,8 @@ from operators.train.lora import LoraParams
 from operators.train.loss import token_logprobs
 from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
 from operators.train.prefix_forward import response_logits
-from rldag.errors import SpecError
-from rldag.operator import NodeContext
+from rldag.config.errors import SpecError
+from rldag.graph.operator import NodeContext
 from tests.gloo_ranks import run_ranks
 from tests.test_train_speed_paths import grpo_table
 from tests.tiny_models import random_causal_lm

@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 from tests.conftest import scoring_pipeline
 
 pytestmark = pytest.mark.slow

@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from flows.cli import main
-from rldag.errors import PlacementError, SpecError
-from rldag.graph import build_graph
-from rldag.placement import Cluster, ClusterNode, plan_placement
-from rldag.run import Run
-from rldag.spec import PoolSpec, load_pipeline
+from rldag.compute.placement import Cluster, ClusterNode, plan_placement
+from rldag.config.errors import PlacementError, SpecError
+from rldag.config.spec import PoolSpec, load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 from tests.conftest import scoring_pipeline
 
 ONE_BOX = Cluster((ClusterNode("box", 8, 0),), "test")

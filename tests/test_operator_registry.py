@@ -9,15 +9,15 @@ import sys
 
 import pytest
 
-from rldag import registry
-from rldag.errors import GraphError
-from rldag.registry import operator_names, register_path, resolve
-from rldag.spec import NodeKind
+from rldag.config.errors import GraphError
+from rldag.config.spec import NodeKind
+from rldag.graph import registry
+from rldag.graph.registry import operator_names, register_path, resolve
 
 PROBE = """
 import sys
-from rldag.registry import operator_names, resolve
-from rldag.spec import NodeKind
+from rldag.graph.registry import operator_names, resolve
+from rldag.config.spec import NodeKind
 names = operator_names()
 resolve("dataset", NodeKind.source)
 resolve("arithmetic", NodeKind.score)
@@ -43,8 +43,12 @@ def test_the_unknown_operator_error_lists_the_known_ones_of_its_kind():
 
 def test_a_path_that_is_not_the_named_operator_is_refused(monkeypatch):
     monkeypatch.setattr(registry, "_PATHS", dict(registry._PATHS))  # no name left behind
-    register_path("test_misnamed", NodeKind.transform, "operators.advantage:GRPO_ADVANTAGE")
+    register_path(
+        "test_misnamed", NodeKind.transform, "operators.transform.advantage:GRPO_ADVANTAGE"
+    )
     with pytest.raises(GraphError, match="is not the transform operator 'test_misnamed'"):
         resolve("test_misnamed", NodeKind.transform)
     with pytest.raises(ValueError, match="already registered"):
-        register_path("test_misnamed", NodeKind.score, "operators.advantage:GRPO_ADVANTAGE")
+        register_path(
+            "test_misnamed", NodeKind.score, "operators.transform.advantage:GRPO_ADVANTAGE"
+        )

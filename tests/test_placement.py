@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rldag.errors import PlacementError
-from rldag.graph import build_graph
-from rldag.placement import Cluster, ClusterNode, local_cluster, plan_placement
-from rldag.spec import PlacementStrategy, load_pipeline
+from rldag.compute.placement import Cluster, ClusterNode, local_cluster, plan_placement
+from rldag.config.errors import PlacementError
+from rldag.config.spec import PlacementStrategy, load_pipeline
+from rldag.graph.dag import build_graph
 from tests.conftest import scoring_pipeline
 
 ONE_BOX = Cluster((ClusterNode("box", 8, 0),), "test")

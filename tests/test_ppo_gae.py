@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from rldag import checkpoints
-from rldag.driver import InlineLauncher, drive
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.config.spec import load_pipeline
+from rldag.engine import checkpoints
+from rldag.engine.driver import InlineLauncher, drive
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 from tests import learning_runs
 
 pytestmark = pytest.mark.slow

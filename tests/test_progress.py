@@ -7,8 +7,8 @@ import io
 
 from rich.console import Console
 
-from rldag.events import IterationFinished, NodeFinished, NodeStarted, RunStarted
-from rldag.progress import RunProgress
+from rldag.console.progress import RunProgress
+from rldag.engine.events import IterationFinished, NodeFinished, NodeStarted, RunStarted
 
 
 def test_the_progress_bar_shows_the_running_steps_and_rows_per_second():

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from operators.prompt_checks import check_prompt_lengths, model_context
-from rldag.errors import RowError
+from operators.generate.prompt_checks import check_prompt_lengths, model_context
+from rldag.config.errors import RowError
 
 
 def test_model_context_is_the_configs_max_position_embeddings(tiny_task, tmp_path):

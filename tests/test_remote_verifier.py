@@ -11,10 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pyarrow as pa
 import pytest
 
-from operators.reward_service.remote import RemoteParams, RemoteVerifier, parse_answer
-from operators.score import OnError
-from rldag.errors import InputError, RowError
-from rldag.operator import NodeContext
+from operators.score.reward_function import OnError
+from operators.score.reward_service.remote import RemoteParams, RemoteVerifier, parse_answer
+from rldag.config.errors import InputError, RowError
+from rldag.graph.operator import NodeContext
 
 
 class Verifier:

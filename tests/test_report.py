@@ -9,7 +9,12 @@ import io
 import pyarrow as pa
 from PIL import Image
 
-from rldag.report import markdown_image, reward_curve_png, rollouts_markdown, sample_rollouts
+from rldag.report.rollouts import (
+    markdown_image,
+    reward_curve_png,
+    rollouts_markdown,
+    sample_rollouts,
+)
 
 
 class _Graph:

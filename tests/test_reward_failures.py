@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from rldag.errors import RunError
+from rldag.config.errors import RunError
 from tests.hostile import (
     bad_row_pipeline,
     metrics,

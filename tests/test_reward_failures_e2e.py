@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from rldag.graph import build_graph
-from rldag.pools import InProcessPools
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.compute.in_process import InProcessPools
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 from tests.hostile import bad_row_pipeline, metrics, only_run_dir, reward_module, rldag, table
 
 pytestmark = pytest.mark.slow
@@ -46,7 +46,7 @@ def test_rldag_run_with_a_hanging_reward_finishes_and_counts_it(write_yaml, tmp_
 COUNTING_REWARD = """
 import itertools
 
-from operators.rewards.arithmetic import compute_score as arithmetic
+from operators.score.rewards.arithmetic import compute_score as arithmetic
 
 _calls = itertools.count()
 

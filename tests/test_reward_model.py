@@ -11,18 +11,18 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from operators.reward_service.reward_model import (
+from examples.tiny_task.problems import all_problems
+from operators.score.reward_function import OnError
+from operators.score.reward_service.reward_model import (
     Normalize,
     RewardModelParams,
     RewardModelScorer,
     RunningMoments,
     normalized,
 )
-from operators.score import OnError
-from operators.tiny_task.problems import all_problems
 from operators.train.micro_batches import plan_sequences
-from rldag.errors import RowError
-from rldag.operator import NodeContext
+from rldag.config.errors import RowError
+from rldag.graph.operator import NodeContext
 from tests import learning_runs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from operators.reward_call import RewardOutcome, call_rewards
-from operators.reward_worker import ForkedRewardCalls
-from operators.rewards.arithmetic import compute_score
+from operators.score.reward_call import RewardOutcome, call_rewards
+from operators.score.reward_worker import ForkedRewardCalls
+from operators.score.rewards.arithmetic import compute_score
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,8 +127,8 @@ def test_the_worker_exits_when_the_process_that_forked_it_is_killed(tmp_path):
     script = textwrap.dedent(
         """
         import sys, time
-        from operators.reward_worker import ForkedRewardCalls
-        from operators.rewards.arithmetic import compute_score
+        from operators.score.reward_worker import ForkedRewardCalls
+        from operators.score.rewards.arithmetic import compute_score
         calls = ForkedRewardCalls(compute_score, 5.0)
         list(calls([("arithmetic", "3", "3", None)]))
         print(calls._process.pid, flush=True)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from operators.advantage import grpo_advantages
 from operators.train.loss import aggregate, kl_penalty, ppo_clip_loss, token_logprobs
+from operators.transform.advantage import grpo_advantages
 
 
 def test_grpo_advantage_std_normalised_by_hand():
@@ -118,7 +118,7 @@ def test_ppo_token_weights_scale_each_tokens_loss():
 
 
 def test_sequence_kl_sums_token_estimates():
-    from operators.kl_reward import sequence_kl
+    from operators.transform.kl_reward import sequence_kl
 
     kl = sequence_kl([[0.0, -1.0], [-0.5]], [[0.0, -2.0], [-0.5]], "k1")
     np.testing.assert_allclose(kl, [1.0, 0.0])

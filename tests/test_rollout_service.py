@@ -14,17 +14,17 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from operators.generate import rollout_table
-from operators.hf import load_causal_lm
+from operators.generate.single_turn import rollout_table
+from operators.model.hf import load_causal_lm
 from operators.rollout import SamplingParams, TorchEngine
 from operators.rollout.client import RolloutClient
 from operators.rollout.guard import new_token
 from operators.rollout.launch import start_local_servers
 from operators.rollout.service import RolloutService
 from operators.rollout.weight_update import InFlight
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 from tests.tiny_models import random_causal_lm
 
 pytestmark = pytest.mark.slow

@@ -17,10 +17,10 @@ from itertools import count
 import pytest
 from s3fs import S3FileSystem
 
-from rldag.errors import InputError, RunError
-from rldag.run_lock import LockOwner, RunLock, claim_new_run
-from rldag.spec import StorageSpec
-from rldag.storage import Storage, new_run_id, open_storage
+from rldag.config.errors import InputError, RunError
+from rldag.config.spec import StorageSpec
+from rldag.storage.run_lock import LockOwner, RunLock, claim_new_run
+from rldag.storage.store import Storage, new_run_id, open_storage
 from tests.test_s3_storage import endpoint  # noqa: F401  (the S3 server fixture)
 
 

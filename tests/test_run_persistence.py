@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from rldag.errors import RunError
-from rldag.scheduler import Step
+from rldag.config.errors import RunError
+from rldag.engine.scheduler import Step
 from tests.conftest import scoring_pipeline
 
 
@@ -26,11 +26,11 @@ def test_edges_are_stored_in_the_background_and_failures_name_the_file(
 ):
     """Edge tables are written off the critical path; finish_iteration waits for them, and a
     write that fails turns into a RunError naming the file (nothing is silently lost)."""
-    from rldag.graph import build_graph
-    from rldag.pools import InProcessPools
-    from rldag.run import Run
-    from rldag.spec import load_pipeline
-    from rldag.storage import Storage
+    from rldag.compute.in_process import InProcessPools
+    from rldag.config.spec import load_pipeline
+    from rldag.engine.run import Run
+    from rldag.graph.dag import build_graph
+    from rldag.storage.store import Storage
 
     doc = scoring_pipeline(dataset, storage={"uri": f"file://{tmp_path}/runs"})
     loaded = load_pipeline(write_yaml(doc), ["ray.enabled=false"])

@@ -12,12 +12,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from rldag.driver import InlineLauncher, drive
-from rldag.events import NodeStarted, add_listener
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.scheduler import Step
-from rldag.spec import load_pipeline
+from rldag.config.spec import load_pipeline
+from rldag.engine.driver import InlineLauncher, drive
+from rldag.engine.events import NodeStarted, add_listener
+from rldag.engine.run import Run
+from rldag.engine.scheduler import Step
+from rldag.graph.dag import build_graph
 from tests.conftest import scoring_pipeline
 
 BOUND_S = 60  # a regression waits forever: give up long before the suite's timeout
@@ -68,7 +68,7 @@ def test_a_raising_event_listener_is_logged_and_the_run_goes_on(
     run = _run(write_yaml, dataset, tmp_path)
     remove = add_listener(broken)
     try:
-        with caplog.at_level(logging.WARNING, logger="rldag.events"):
+        with caplog.at_level(logging.WARNING, logger="rldag.engine.events"):
             run.run_inline()
     finally:
         remove()

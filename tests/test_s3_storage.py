@@ -16,9 +16,9 @@ import pyarrow.compute as pc
 import pytest
 from s3fs import S3FileSystem
 
-from rldag.errors import InputError
-from rldag.spec import StorageSpec
-from rldag.storage import Storage, open_storage
+from rldag.config.errors import InputError
+from rldag.config.spec import StorageSpec
+from rldag.storage.store import Storage, open_storage
 from tests.conftest import scoring_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,7 +167,7 @@ def test_a_run_stored_on_s3_has_the_local_layout_and_tables(
         == [
             "iter=0",
             "iter=1",
-            "lock",  # the run's lease (rldag/run_lock.py), released at the end
+            "lock",  # the run's lease (rldag/storage/run_lock.py), released at the end
             "metrics.parquet",
             "pipeline.yaml",
             "reward_curve.png",

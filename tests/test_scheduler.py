@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rldag.graph import build_graph
-from rldag.scheduler import Scheduler, Step, weights_version
-from rldag.spec import load_pipeline
+from rldag.config.spec import load_pipeline
+from rldag.engine.scheduler import Scheduler, Step, weights_version
+from rldag.graph.dag import build_graph
 from tests.conftest import grpo_nodes, scoring_pipeline
 
 GRPO = ("prompts", "generate", "score", "advantage", "train")

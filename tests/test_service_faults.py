@@ -21,14 +21,14 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from rldag import checkpoints
-from rldag.driver import InlineLauncher, drive
-from rldag.errors import RunError
-from rldag.events import IterationFinished, add_listener
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
-from rldag.storage import Storage
+from rldag.config.errors import RunError
+from rldag.config.spec import load_pipeline
+from rldag.engine import checkpoints
+from rldag.engine.driver import InlineLauncher, drive
+from rldag.engine.events import IterationFinished, add_listener
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
+from rldag.storage.store import Storage
 from tests.prefect_server import PrefectServer
 from tests.test_s3_storage import CREDENTIALS
 
@@ -185,7 +185,7 @@ def test_writes_to_a_stopped_s3_server_fail_fast_and_leave_no_object():
     import pyarrow as pa
     from s3fs import S3FileSystem
 
-    from rldag.storage import Storage
+    from rldag.storage.store import Storage
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = _s3_server("127.0.0.1", 0)

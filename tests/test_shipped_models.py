@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from operators.tiny_task import build_tiny_task, is_built
-from operators.tiny_task.build import cache_key
-from operators.tiny_task.params import TinyTaskParams
-from operators.tiny_task.shipped import (
+from examples.tiny_task import build_tiny_task, is_built
+from examples.tiny_task.build import cache_key
+from examples.tiny_task.params import TinyTaskParams
+from examples.tiny_task.shipped import (
     SHIPPED_ROOT,
     ShippedBuildError,
     install,
@@ -43,9 +43,9 @@ KERNELS = {
 START = """
 import json
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
-from operators.tiny_task import all_problems
-from operators.tiny_task.evaluate import evaluate_policy
-from operators.tiny_task.reward_model import right_sum_ranked_first
+from examples.tiny_task import all_problems
+from examples.tiny_task.evaluate import evaluate_policy
+from examples.tiny_task.reward_model import right_sum_ranked_first
 policy, rm = {policy!r}, {rm!r}
 tok = AutoTokenizer.from_pretrained(policy)
 accuracy = evaluate_policy(AutoModelForCausalLM.from_pretrained(policy), tok, all_problems())

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rldag.simulator import DRIVER, SimPlan, simulate
-from rldag.spec import NodeKind
+from rldag.config.spec import NodeKind
+from rldag.planning.simulator import DRIVER, SimPlan, simulate
 from tests.sim_graphs import chain, costs
 
 GEN_TRAIN = chain(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rldag.errors import SpecError
-from rldag.spec import NodeKind, PoolName, load_pipeline
+from rldag.config.errors import SpecError
+from rldag.config.spec import NodeKind, PoolName, load_pipeline
 from tests.conftest import scoring_pipeline
 
 

@@ -8,8 +8,8 @@ import io
 
 from rich.console import Console
 
-from rldag.events import RunStarted, Starting, emit
-from rldag.progress import RunProgress
+from rldag.console.progress import RunProgress
+from rldag.engine.events import RunStarted, Starting, emit
 
 
 def test_startup_steps_and_the_run_id_are_printed_before_the_first_iteration():

@@ -8,7 +8,7 @@ import threading
 import pyarrow as pa
 import pytest
 
-from rldag.storage import Storage, new_run_id
+from rldag.storage.store import Storage, new_run_id
 
 
 def test_table_round_trip_and_handle(tmp_path):

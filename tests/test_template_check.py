@@ -1,4 +1,5 @@
-"""The tokenisation contract of multi-turn rollouts (operators/agent/template_check.py): a chat
+"""The tokenisation contract of multi-turn rollouts (operators/generate/agent/template_check.py): a
+chat
 template must extend the previous turn's tokens; `rldag validate` and `rldag run` refuse one
 that does not (exit 2) before anything runs."""
 
@@ -11,13 +12,13 @@ import pytest
 from transformers import AutoTokenizer
 
 from flows.cli import main
-from operators.agent.template_check import (
+from operators.generate.agent.template_check import (
     DEFAULT_TOOL,
     check_chat_template,
     check_model_template,
     sample_conversation,
 )
-from rldag.errors import InputError
+from rldag.config.errors import InputError
 
 # Qwen3-style: the reasoning of assistant turns before the last user message is dropped.
 STRIPS_EARLIER_REASONING = (

@@ -1,4 +1,4 @@
-"""The tiny agent tasks (operators/tiny_task/agent): the guessing game's and the lookup task's
+"""The tiny agent tasks (examples/tiny_task/agent): the guessing game's and the lookup task's
 prompts, the `lookup` tool, the BPE tokenizer that loads back as Qwen2Tokenizer, and warm-up
 episodes rendered token in / token out as agent_loop renders them."""
 
@@ -11,15 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 from transformers import AutoTokenizer
 
-from operators.agent.episode import Episode, EpisodeRunner
-from operators.agent.hosting import LocalHosts
-from operators.agent.params import AgentParams
-from operators.agent.parsers import hermes, tool_parser
-from operators.rollout.sampling import Completion
-from operators.tiny_task import build_tiny_task, read_stamp
-from operators.tiny_task.agent.facts_env import EpisodeFacts
-from operators.tiny_task.agent.params import AgentWarmupParams, GuessTaskParams, LookupTaskParams
-from operators.tiny_task.agent.problems import (
+from examples.tiny_task import build_tiny_task, read_stamp
+from examples.tiny_task.agent.facts_env import EpisodeFacts
+from examples.tiny_task.agent.params import AgentWarmupParams, GuessTaskParams, LookupTaskParams
+from examples.tiny_task.agent.problems import (
     HIGHER,
     LOWER,
     corpus_lines,
@@ -30,10 +25,15 @@ from operators.tiny_task.agent.problems import (
     lookup_problems,
     tool_call_text,
 )
-from operators.tiny_task.agent.tokenizer import train_agent_tokenizer
-from operators.tiny_task.agent.warmup import episode_row
-from operators.tiny_task.tokenizer import CHAT_TEMPLATE
-from operators.tiny_task.warmup import IGNORE_INDEX
+from examples.tiny_task.agent.tokenizer import train_agent_tokenizer
+from examples.tiny_task.agent.warmup import episode_row
+from examples.tiny_task.tokenizer import CHAT_TEMPLATE
+from examples.tiny_task.warmup import IGNORE_INDEX
+from operators.generate.agent.episode import Episode, EpisodeRunner
+from operators.generate.agent.hosting import LocalHosts
+from operators.generate.agent.params import AgentParams
+from operators.generate.agent.parsers import hermes, tool_parser
+from operators.rollout.sampling import Completion
 
 QUICK = AgentWarmupParams(episodes=8, steps=2)
 
@@ -109,7 +109,7 @@ def sampled(tokenizer, text: str) -> Completion:
 def play_game(tokenizer, texts: list[str]) -> Episode:
     """A guessing game (secret 9) whose turns are ``texts``, through the episode runner."""
     params = AgentParams(
-        model_path="unused", environment="operators.agent.guessing_game:GuessingGame",
+        model_path="unused", environment="operators.generate.agent.guessing_game:GuessingGame",
         env_params={"low": 0, "high": 9}, tool_parser="none", max_turns=len(texts),
     )  # fmt: skip
     runner = EpisodeRunner(params, tokenizer, tool_parser("none"), LocalHosts(params), None)

@@ -13,8 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from operators.sandbox import Job, Sandbox, SandboxLimits, TestSpec, extract_program
-from operators.tiny_task import (
+from examples.tiny_task import (
     CodeTaskParams,
     EvalParams,
     TinyTaskParams,
@@ -22,10 +21,11 @@ from operators.tiny_task import (
     is_built,
     read_stamp,
 )
-from operators.tiny_task import build as build_module
-from operators.tiny_task.coding import CodeWarmupParams, all_code_problems
-from operators.tiny_task.coding.problems import corpus_lines
-from operators.tiny_task.coding.tokenizer import ALPHABET, train_char_tokenizer
+from examples.tiny_task import build as build_module
+from examples.tiny_task.coding import CodeWarmupParams, all_code_problems
+from examples.tiny_task.coding.problems import corpus_lines
+from examples.tiny_task.coding.tokenizer import ALPHABET, train_char_tokenizer
+from operators.sandbox import Job, Sandbox, SandboxLimits, TestSpec, extract_program
 
 QUICK = CodeTaskParams(
     warmup=CodeWarmupParams(steps=2),
@@ -165,7 +165,7 @@ def test_code_build_is_cached_and_keyed_by_task(quick_build: Path) -> None:
 def test_addition_cache_key_is_unchanged() -> None:
     key = build_module.cache_key(TinyTaskParams())
     assert set(key) == {"builder", "version", "params"}
-    assert key["builder"] == "operators.tiny_task" and key["version"] == 1
+    assert key["builder"] == "operators.tiny_task" and key["version"] == 1  # as shipped
     code = build_module.cache_key(CodeTaskParams())
     assert code["task"] == "code" and json.dumps(code) != json.dumps(key)
 

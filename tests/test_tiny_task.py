@@ -9,8 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from operators.rewards.arithmetic import compute_score, extract_answer
-from operators.tiny_task import (
+from examples.tiny_task import (
     EvalParams,
     TinyTaskParams,
     WarmupParams,
@@ -18,7 +17,8 @@ from operators.tiny_task import (
     build_tiny_task,
     is_built,
 )
-from operators.tiny_task import build as build_module
+from examples.tiny_task import build as build_module
+from operators.score.rewards.arithmetic import compute_score, extract_answer
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def test_tokenizer_round_trips_and_splits_digits(built: Path) -> None:
 def test_chat_template_yields_the_raw_prompt(built: Path) -> None:
     from transformers import AutoTokenizer
 
-    from operators.prompts import encode_prompt
+    from operators.model.prompts import encode_prompt
 
     tok = AutoTokenizer.from_pretrained(built / "model")
     messages = [{"role": "user", "content": "3+5="}]
@@ -148,7 +148,7 @@ def test_model_loads_and_is_a_tiny_fp32_qwen2(built: Path) -> None:
 def test_warmed_up_policy_knows_format_but_is_mostly_wrong(built: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from operators.tiny_task.evaluate import evaluate_policy
+    from examples.tiny_task.evaluate import evaluate_policy
 
     warmup = json.loads((built / "build.json").read_text())["warmup"]
     assert 0.10 <= warmup["accuracy"] <= 0.25
@@ -199,7 +199,7 @@ def test_refuses_to_replace_a_foreign_directory(tmp_path: Path) -> None:
 def test_outdated_build_is_replaced_whole(tmp_path: Path) -> None:
     out = tmp_path / "task"
     out.mkdir()
-    (out / "build.json").write_text(json.dumps({"builder": "operators.tiny_task", "version": 0}))
+    (out / "build.json").write_text(json.dumps({"builder": "examples.tiny_task", "version": 0}))
     (out / "stale.txt").write_text("old")
     staged = tmp_path / "staged"
     staged.mkdir()

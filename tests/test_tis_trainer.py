@@ -10,7 +10,7 @@ import torch
 
 from operators.train.batch import pack
 from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
-from rldag.operator import NodeContext
+from rldag.graph.operator import NodeContext
 from tests.test_train_speed_paths import grpo_table
 from tests.tiny_models import random_causal_lm
 

@@ -14,7 +14,7 @@ from operators.algorithms.policy_losses import POLICY_LOSSES, PolicyLossConfig
 from operators.train.batch import pack
 from operators.train.loss import entropy_from_logits, token_logprobs
 from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
-from rldag.errors import InputError
+from rldag.config.errors import InputError
 from tests.tiny_models import random_causal_lm
 
 PROMPTS = [[5, 6], [10]]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from operators.agent.environment import ToolCall
-from operators.agent.parsers import hermes, register_tool_parser, tool_parser
-from rldag.errors import SpecError
+from operators.generate.agent.environment import ToolCall
+from operators.generate.agent.parsers import hermes, register_tool_parser, tool_parser
+from rldag.config.errors import SpecError
 
 
 def test_hermes_reads_one_call_and_keeps_the_text():

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.cli import main
-from rldag.events import IterationFinished, add_listener
-from rldag.trackers.fanout import TrackerWarning
+from rldag.engine.events import IterationFinished, add_listener
+from rldag.report.trackers.fanout import TrackerWarning
 from tests.test_pipeline_run import small_grpo
 from tests.tracker_servers import MlflowServer, TcpProxy, wandb_records
 

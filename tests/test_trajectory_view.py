@@ -1,7 +1,8 @@
 """Seeing multi-turn episodes: `rldag inspect RUN --node N --trajectory K` prints one episode
 turn by turn from the stored table, and the sample-rollouts artifact's Markdown shows whole
-trajectories (rldag/trajectory.py, rldag/report.py). The table has the trajectory columns of
-the `agent_loop` operator (operators/agent/table.py: AGENT_COLUMNS)."""
+trajectories (rldag/report/trajectory.py, rldag/report/rollouts.py). The table has the trajectory
+columns of
+the `agent_loop` operator (operators/generate/agent/table.py: AGENT_COLUMNS)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import pyarrow as pa
 import pytest
 
 from flows.cli import main
-from operators.agent.table import AGENT_COLUMNS
-from rldag.report import rollouts_markdown, sample_rollouts
-from rldag.storage import Storage
-from rldag.trajectory import trajectory
+from operators.generate.agent.table import AGENT_COLUMNS
+from rldag.report.rollouts import rollouts_markdown, sample_rollouts
+from rldag.report.trajectory import trajectory
+from rldag.storage.store import Storage
 
 RUN = "agent-20261201-120000-abcd"
 BASE = pa.schema(

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rldag.shared_buckets import has_room
-from rldag.weight_buckets import Bucket, flatten_into, plan_buckets, unflatten
+from rldag.compute.weights.buckets import Bucket, flatten_into, plan_buckets, unflatten
+from rldag.compute.weights.shared_buckets import has_room
 from tests.gloo_ranks import forkserver
 
 RECEIVERS = 2
@@ -64,7 +64,7 @@ def _member(rank: int, port_file: str, out: str) -> None:
 
     import torch.distributed as dist
 
-    from rldag.weight_broadcast import WeightGroup
+    from rldag.compute.weights.broadcast import WeightGroup
 
     torch.set_num_threads(1)
     os.environ["RLDAG_SHARED_DIR"] = shm = f"{out}.shm"  # this test's own tmpfs directory

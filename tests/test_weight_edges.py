@@ -8,10 +8,10 @@ import logging
 
 import pytest
 
-from rldag.broadcast_edges import BroadcastEdges
-from rldag.errors import PlacementError, SpecError
-from rldag.spec import WeightsSpec, WeightsTransport, load_pipeline
-from rldag.worker import PoolWorker
+from rldag.compute.weights.edges import BroadcastEdges
+from rldag.compute.worker import PoolWorker
+from rldag.config.errors import PlacementError, SpecError
+from rldag.config.spec import WeightsSpec, WeightsTransport, load_pipeline
 from tests.conftest import scoring_pipeline
 
 

@@ -6,7 +6,7 @@ import pickle
 
 import torch
 
-from rldag.weights import from_wire, to_wire
+from rldag.compute.weights.wire import from_wire, to_wire
 
 
 def test_round_trip_keeps_values_and_dtypes():

@@ -16,11 +16,11 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from rldag.errors import RunError
-from rldag.events import NodeStarted, add_listener
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.config.errors import RunError
+from rldag.config.spec import load_pipeline
+from rldag.engine.events import NodeStarted, add_listener
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 from tests.conftest import scoring_pipeline
 
 pytestmark = pytest.mark.slow
@@ -106,8 +106,8 @@ def _tiny(tiny_task: Path, root: Path) -> list[str]:
 def test_a_killed_trainer_stops_the_run_and_resume_completes_it_unchanged(
     ray_local, tiny_task, tmp_path
 ):
-    from rldag import checkpoints
-    from rldag.driver import InlineLauncher, drive
+    from rldag.engine import checkpoints
+    from rldag.engine.driver import InlineLauncher, drive
 
     def start(root: Path, run_id: str | None = None) -> Run:
         loaded = load_pipeline(ROOT / "pipeline.yaml", _tiny(tiny_task, root))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rldag.operator import OperatorDef, Port
-from rldag.schema import col, columns
-from rldag.spec import NodeKind
+from rldag.config.spec import NodeKind
+from rldag.graph.operator import OperatorDef, Port
+from rldag.graph.schema import col, columns
 
 
 def echo_score(data_source: str, solution_str: str, ground_truth: str, extra_info=None) -> dict:
@@ -126,7 +126,7 @@ def timed_score(data_source: str, solution_str: str, ground_truth: str, extra_in
     import os
     import time
 
-    from operators.rewards.arithmetic import compute_score
+    from operators.score.rewards.arithmetic import compute_score
 
     with open(os.environ["SCORED_AT"], "a") as f:
         f.write(f"{time.perf_counter()}\n")

@@ -11,8 +11,8 @@ import importlib
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from rldag.errors import GraphError, SpecError
-from rldag.registry import import_target
+from rldag.config.errors import GraphError, SpecError
+from rldag.graph.registry import import_target
 
 T = TypeVar("T", bound=Callable)
 

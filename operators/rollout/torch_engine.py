@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from transformers import AutoTokenizer
 
-from operators.hf import load_causal_lm
-from operators.lora_weights import is_adapter, merge_into, pairs
+from operators.model.hf import load_causal_lm
+from operators.model.lora_weights import is_adapter, merge_into, pairs
 from operators.rollout.batcher import ContinuousBatcher
 from operators.rollout.decoder import make_decoder
 from operators.rollout.rng import random_seed
@@ -105,7 +105,7 @@ class TorchEngine:
         """Copy weights in place (any device/dtype); a subset of the keys updates only those.
 
         Keys may carry a ``module.`` (DDP) or ``_orig_mod.`` (torch.compile) prefix. A LoRA
-        payload (operators.lora_weights) is merged: each adapted layer serves its base
+        payload (operators.model.lora_weights) is merged: each adapted layer serves its base
         weight (kept from the first adapter load) plus the adapter's update.
         """
         own = self.model.state_dict()

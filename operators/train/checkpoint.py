@@ -23,7 +23,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
-from operators.lora_weights import is_adapter_key
+from operators.model.lora_weights import is_adapter_key
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """LoRA on the trainer (`lora:` in a train node's params), with peft.
 
 The base model's weights stay frozen; only the adapters' tensors train, are checkpointed and
-travel on the weights edge (operators.lora_weights). Adapters are initialised from a fixed
+travel on the weights edge (operators.model.lora_weights). Adapters are initialised from a fixed
 seed, so every rank of a sharded trainer (and every run) starts from the same ones.
 """
 
@@ -15,11 +15,11 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-from operators.lora_weights import base_weights, is_adapter_key, merge, payload
+from operators.model.lora_weights import base_weights, is_adapter_key, merge, payload
 from operators.train import checkpoint
 from operators.train import distributed as dist_utils
-from rldag.errors import SpecError
-from rldag.spec import check_positive
+from rldag.config.errors import SpecError
+from rldag.config.spec import check_positive
 
 TrainerParams = Any  # PolicyGradientParams (which imports this module)
 

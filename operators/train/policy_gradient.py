@@ -29,7 +29,7 @@ from operators.algorithms.aggregation import LOSS_AGGREGATIONS, Unit
 from operators.algorithms.importance import ISConfig, ISLevel, ISMode, importance_weights
 from operators.algorithms.kl import KL_ESTIMATORS
 from operators.algorithms.policy_losses import POLICY_LOSSES, PolicyLossConfig
-from operators.hf import load_causal_lm
+from operators.model.hf import load_causal_lm
 from operators.train import distributed as dist_utils
 from operators.train import lora as lora_utils
 from operators.train.batch import PackedBatch, pack
@@ -37,10 +37,10 @@ from operators.train.loss import entropy_from_logits, masked_mean, token_logprob
 from operators.train.micro_batches import plan_micro_batches
 from operators.train.policy_state import PolicyState
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
-from rldag.errors import SpecError
-from rldag.operator import NodeContext, OperatorDef, Port
-from rldag.schema import col, columns
-from rldag.spec import NodeKind, check_positive
+from rldag.config.errors import SpecError
+from rldag.config.spec import NodeKind, check_positive
+from rldag.graph.operator import NodeContext, OperatorDef, Port
+from rldag.graph.schema import col, columns
 
 
 class OffPolicy(StrEnum):

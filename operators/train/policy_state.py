@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from operators.lora_weights import is_adapter, payload, to_peft_names
+from operators.model.lora_weights import is_adapter, payload, to_peft_names
 from operators.train import checkpoint
 from operators.train import distributed as dist_utils
 from operators.train import lora as lora_utils
@@ -26,7 +26,7 @@ class PolicyState:
     p: Any  # the trainer's params (model_path)
 
     def export_weights(self) -> dict[str, torch.Tensor]:
-        """The full policy weights, or with LoRA only the adapters (operators.lora_weights);
+        """The full policy weights, or with LoRA only the adapters (operators.model.lora_weights);
         references on one worker; gathered on every rank of a sharded group, so all ranks
         must call it."""
         if self.lora is not None:

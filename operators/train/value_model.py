@@ -13,7 +13,7 @@ import torch
 from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.modeling_utils import slice_logits_to_keep
 
-from operators.hf import loading
+from operators.model.hf import loading
 
 HEAD_FILE = "value_head.pt"
 

@@ -185,21 +185,29 @@ def rewrites() -> list[tuple[re.Pattern[str], dict[str, str]]]:
 
 
 # Names that look like old modules but are not: logger channels users filter on, and the
-# Parquet schema-metadata key of an operator's reported metrics (stored in runs).
-KEEP = ('"rldag.pools"', '"rldag.driver"', '"rldag.run_lock"', '"rldag.trackers"', "rldag.metrics:")
+# Parquet schema-metadata key of an operator's reported metrics (stored in runs), the demo
+# builders' names in the shipped builds' build.json.
+KEEP = (
+    '"rldag.pools"',
+    '"rldag.driver"',
+    '"rldag.run_lock"',
+    '"rldag.trackers"',
+    "rldag.metrics:",
+    'BUILDER = "operators.tiny_task',
+)
 
 
 def rewrite_text(text: str) -> str:
     """Every old module and file mention in `text` rewritten to the new layout."""
     for i, kept in enumerate(KEEP):
         text = text.replace(kept, f"\x00{i}\x00")
+    for pattern, table in rewrites():
+        text = pattern.sub(lambda m, t=table: t[m[0]], text)
     text = re.sub(
         r"\bfrom rldag import (checkpoints|registry)\b",
         lambda m: f"from rldag.{'engine' if m[1] == 'checkpoints' else 'graph'} import {m[1]}",
         text,
     )
-    for pattern, table in rewrites():
-        text = pattern.sub(lambda m, t=table: t[m[0]], text)
     for i, kept in enumerate(KEEP):
         text = text.replace(f"\x00{i}\x00", kept)
     return text

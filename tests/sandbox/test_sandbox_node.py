@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rldag.graph import build_graph
-from rldag.run import Run
-from rldag.spec import load_pipeline
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
 from tests.test_code_example import SANDBOX_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]

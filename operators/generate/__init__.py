@@ -1,0 +1,1 @@
+"""Generate nodes: n samples per prompt from the policy, and the multi-turn agent loop."""

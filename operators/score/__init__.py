@@ -1,0 +1,1 @@
+"""Score nodes: reward functions, reward calls and workers, the reward service."""

@@ -1,0 +1,1 @@
+"""Transform nodes: advantages, dynamic sampling, reward shaping (KL, overlong)."""

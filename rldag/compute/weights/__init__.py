@@ -1,0 +1,2 @@
+"""The weights edge: the wire format, buckets, shared-memory buckets, the broadcast group, edges
+between groups."""

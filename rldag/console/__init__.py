@@ -1,0 +1,1 @@
+"""Rich terminal output: `plan`, `plan --auto`, progress, `inspect`."""

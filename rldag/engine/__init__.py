@@ -1,0 +1,2 @@
+"""The one loop: the scheduler, a run (execute and persist a step), streams, events, checkpoints,
+metrics."""

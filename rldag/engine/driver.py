@@ -1,0 +1,162 @@
+"""The one loop that drives a run: it asks the scheduler what may start, hands each step to a
+launcher (a thread here; a Prefect task run in flows.rl_loop), and when an iteration is
+complete computes its metrics, commits its checkpoint and tells the launcher and the
+listeners. At the end it exports the policy and stores the reward curve.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
+from functools import partial
+from typing import Protocol
+
+from rldag.engine import checkpoints
+from rldag.engine.events import IterationFinished, RunEnded, RunStarted, emit
+from rldag.engine.run import EdgeHandle, Run
+from rldag.engine.scheduler import Scheduler, Step
+from rldag.engine.streams import StreamFailed
+from rldag.report.rollouts import REWARD_CURVE, reward_curve_png, sample_rollouts
+
+log = logging.getLogger("rldag.driver")
+SETTLE_S = 120  # after a failure, how long running steps may take to finish before closing
+
+
+class Launcher(Protocol):
+    """Starts steps for the driver; the orchestrator-specific part of a run."""
+
+    def launch(self, step: Step, inputs: Mapping[str, EdgeHandle]) -> Future[EdgeHandle]: ...
+
+    def iteration_finished(
+        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict], in_flight: int
+    ) -> None: ...
+
+    def close(self, failed: bool) -> None: ...
+
+
+class InlineLauncher:
+    """Runs each step in a thread of this process (tests, benches, debugging)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        workers = len(run.graph.nodes) * (run.max_staleness + 1) + 1
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="rldag-step")
+
+    def launch(self, step: Step, inputs: Mapping[str, EdgeHandle]) -> Future[EdgeHandle]:
+        return self._pool.submit(self.run.execute, step, inputs)
+
+    def iteration_finished(
+        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict], in_flight: int
+    ) -> None:
+        return None
+
+    def close(self, failed: bool) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def store_reward_curve(run: Run) -> bytes | None:
+    """The reward curve PNG of the iterations done, stored with the run."""
+    if not run.metrics:
+        return None
+    png = reward_curve_png(run.metrics, f"{run.loaded.spec.name} · {run.run_id}")
+    run.storage.write_bytes(f"{run.run_id}/{REWARD_CURVE}", png)
+    return png
+
+
+def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None) -> None:
+    """Run iterations `first`..`last - 1` (default: to the pipeline's `iterations`) of
+    `run`, then close it. A failed step stops the run with its RunError once the steps
+    still running have settled; finished iterations stay stored."""
+    spec = run.loaded.spec
+    last = spec.iterations if last is None else last
+    streaming = spec.async_.chunk_groups > 0
+    scheduler = Scheduler(run.graph, first, last, run.max_staleness, streaming)
+    emit(RunStarted(run.run_id, run.uri, first, spec.iterations))
+    pending: dict[Future[EdgeHandle], Step] = {}
+    handles: dict[Step, EdgeHandle] = {}
+    started: dict[int, float] = {}
+    closing = first
+    failed = True
+    try:
+        while not scheduler.done:
+            while steps := scheduler.ready():  # a started producer readies its readers
+                for step in steps:
+                    scheduler.start(step)
+                    started.setdefault(step.iteration, time.perf_counter())
+                    handles[step] = run.open_step(step)
+                    node = run.graph.nodes[step.node]
+                    ports = node.inputs.items()
+                    inputs = {p: handles[Step(step.iteration, up)] for p, up in ports}
+                    pending[launcher.launch(step, inputs)] = step
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            if any(f.exception() is not None for f in done):
+                run.stop_streams()  # no reader waits for a producer that did not start
+                _raise_root_cause(pending)
+            for future in sorted(done, key=lambda f: pending[f]):
+                step = pending.pop(future)
+                handles[step] = future.result()
+                scheduler.finish(step)
+            while closing < last and scheduler.iteration_finished(closing):
+                in_flight = len({s.iteration for s in pending.values()})
+                seconds = time.perf_counter() - started.pop(closing)
+                _close_iteration(run, launcher, closing, seconds, in_flight)
+                emit(IterationFinished(run.run_id, closing, run.metrics[-1], in_flight))
+                for name in run.graph.order:
+                    handles.pop(Step(closing, name), None)
+                closing += 1
+        if spec.checkpoint.export_hf:
+            checkpoints.export_policy(run)
+        failed = False
+    finally:
+        if failed:
+            run.stop_streams()
+        wait(pending, timeout=SETTLE_S)
+        with ExitStack() as closing_steps:  # each runs even when one before it raises
+            closing_steps.callback(emit, RunEnded(run.run_id, run.uri, failed))
+            closing_steps.callback(_closing, run, failed, "closing", run.close)
+            launched = partial(launcher.close, failed)
+            closing_steps.callback(_closing, run, failed, "closing the launcher of", launched)
+            curve = partial(store_reward_curve, run)  # also a failed run's: what it finished
+            _closing(run, failed, "storing the reward curve of", curve)
+
+
+def _closing(run: Run, failed: bool, what: str, step: Callable[[], object]) -> None:
+    """One closing step; in a failed run its own failure (storage gone, say) is a warning, so
+    the run's error is the one reported."""
+    try:
+        step()
+    except Exception as err:
+        if not failed:
+            raise
+        log.warning("%s run %s failed too: %s", what, run.run_id, err)
+
+
+def _raise_root_cause(pending: Mapping[Future[EdgeHandle], Step]) -> None:
+    """Once the running steps have settled, raise the failure that is not a reader of a
+    failed stream (the producer's own error names the node that broke)."""
+    wait(pending, timeout=SETTLE_S)
+    failed = [f.exception() for f in pending if f.done() and f.exception() is not None]
+    root = next((e for e in failed if not _read_a_failed_stream(e)), failed[0])
+    raise root
+
+
+def _read_a_failed_stream(err: BaseException | None) -> bool:
+    """Whether `err` came from reading a stream that failed or that the stopping run ended."""
+    while err is not None:
+        if isinstance(err, StreamFailed):
+            return True
+        err = err.__cause__
+    return False
+
+
+def _close_iteration(
+    run: Run, launcher: Launcher, iteration: int, seconds: float, in_flight: int
+) -> None:
+    tables = {name: run.table(iteration, name) for name in run.graph.order}
+    rollouts = sample_rollouts(run.graph, tables)
+    metrics = run.finish_iteration(iteration, seconds)
+    checkpoints.commit_if_due(run, iteration)
+    launcher.iteration_finished(iteration, metrics, rollouts, in_flight)

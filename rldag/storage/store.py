@@ -1,0 +1,262 @@
+"""Run storage under a URI (local path, file://, s3:// via fsspec/s3fs): resolved pipeline,
+one Parquet table per node per iteration, the metrics table, the reward curve, checkpoints.
+
+Writes are atomic: on disk a file is written to a temporary name and renamed into place; on
+S3 an object appears whole when its PUT (or multipart upload) completes. A reader never sees
+a torn file. S3 credentials come from the usual AWS variables (AWS_ACCESS_KEY_ID, ...,
+AWS_ENDPOINT_URL) or from `storage.endpoint_url` / `storage.options`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
+
+from rldag.config.errors import InputError
+from rldag.config.spec import StorageSpec
+from rldag.storage.parquet_io import footer_rows, table_from_bytes
+
+
+@dataclass(frozen=True)
+class TableHandle:
+    """What the orchestrator sees of an edge: where it is and how big, never the rows."""
+
+    uri: str
+    rows: int
+    bytes: int
+    columns: tuple[str, ...]
+
+
+# botocore's defaults retry a dead endpoint for minutes (legacy mode, 60 s connect timeout, under
+# s3fs's own 5 retries): fail within seconds instead; the run stops resumably. storage.options
+# config_kwargs replaces it.
+S3_CONFIG = {"connect_timeout": 10, "retries": {"max_attempts": 3, "mode": "standard"}}
+RUN_ID_RANDOM_BYTES = 6  # 48 random bits: 10,000 ids in one second collide with p < 2e-7
+
+
+def new_run_id(name: str) -> str:
+    """A sortable, path-safe run id: ``<name>-<utc time>-<12 random hex digits>``. Unique by
+    chance; `Storage.create_run_dir` makes it certain (a taken id is never reused)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "run"
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{slug}-{stamp}-{secrets.token_hex(RUN_ID_RANDOM_BYTES)}"
+
+
+def _normalise(uri: str) -> str:
+    if "://" not in uri:
+        return str(Path(uri).expanduser().resolve())
+    if uri.startswith("file://"):
+        return str(Path(uri.removeprefix("file://")).expanduser().resolve())
+    return uri.rstrip("/")
+
+
+def open_storage(spec: StorageSpec) -> Storage:
+    """The storage of a pipeline's `storage:` section."""
+    return Storage(spec.uri, endpoint_url=spec.endpoint_url, **spec.options)
+
+
+class Storage:
+    """A storage root (``storage.uri``); paths below it are relative, '/'-separated."""
+
+    def __init__(self, uri: str, endpoint_url: str | None = None, **options: object) -> None:
+        self.root = _normalise(uri)
+        if endpoint_url:
+            if not self.root.startswith(("s3://", "s3a://")):
+                where = "storage.endpoint_url"
+                raise InputError("only s3:// storage takes an endpoint", path=where)
+            options["endpoint_url"] = endpoint_url
+        if self.root.startswith(("s3://", "s3a://")):
+            options.setdefault("config_kwargs", S3_CONFIG)
+        try:
+            self.fs, self._base = fsspec.core.url_to_fs(self.root, **options)
+        except ImportError as err:
+            hint = "; install the s3 extra: pip install 'rldag[s3]'" if "s3" in str(err) else ""
+            raise InputError(f"cannot open {uri!r}: {err}{hint}", path="storage.uri") from None
+        except (TypeError, ValueError) as err:
+            raise InputError(f"cannot open {uri!r}: {err}", path="storage.options") from None
+        self.local = isinstance(self.fs, LocalFileSystem)
+
+    def check(self) -> None:
+        """Fail with an InputError now, before a run starts, if an object store's bucket
+        cannot be reached (missing bucket, wrong endpoint, no credentials)."""
+        if self.local:
+            return
+        bucket = self._base.split("/", 1)[0]
+        try:
+            found = self.fs.exists(bucket)
+        except Exception as err:  # botocore/aiohttp errors vary by cause
+            raise InputError(f"cannot reach {self.root!r}: {err}", path="storage.uri") from None
+        if not found:
+            raise InputError(f"bucket {bucket!r} does not exist", path="storage.uri")
+
+    def uri(self, rel: str) -> str:
+        """The full URI of a relative path."""
+        return f"{self.root}/{rel}"
+
+    def _path(self, rel: str) -> str:
+        return f"{self._base.rstrip('/')}/{rel}"
+
+    def _write_bytes(self, rel: str, data: bytes) -> None:
+        path = self._path(rel)
+        parent = path.rsplit("/", 1)[0]
+        if not self.local:
+            with self._naming(rel):
+                self.fs.pipe_file(path, data)  # a PUT (or multipart upload) appears whole
+            return
+        tmp = f"{parent}/.tmp-{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
+        try:
+            self.fs.makedirs(parent, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as err:  # a full disk, a read-only mount: say which file
+            raise OSError(err.errno, f"cannot write {self.uri(rel)}: {err.strerror}") from err
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def create_bytes(self, rel: str, data: bytes) -> bool:
+        """Create the file `rel` with `data` only if it does not exist; False if it does. Of
+        two concurrent creators exactly one gets True, and the file appears whole: on disk a
+        hard link of a complete temporary file (fails if the name exists), on S3 a PUT with
+        `If-None-Match: *`."""
+        path = self._path(rel)
+        if not self.local:
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+            except FileExistsError:
+                return False
+            return True
+        parent = path.rsplit("/", 1)[0]
+        self.fs.makedirs(parent, exist_ok=True)
+        tmp = f"{parent}/.tmp-{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return True
+
+    def create_run_dir(self, run_id: str) -> bool:
+        """Claim the directory of a new run: False when `run_id` is taken. On disk the
+        directory is made with an exclusive mkdir; an object store has no directories, so
+        there the run's first lock epoch (rldag.storage.run_lock) is the claim."""
+        if not self.local:
+            return not self.fs.exists(self._path(run_id))
+        self.fs.makedirs(self._base, exist_ok=True)
+        try:
+            os.mkdir(self._path(run_id))
+        except FileExistsError:
+            return False
+        return True
+
+    def write_table(self, rel: str, table: pa.Table) -> TableHandle:
+        """Write `table` as Parquet at `rel`, atomically; return its handle."""
+        buf = io.BytesIO()
+        pq.write_table(table, buf, compression="zstd")
+        data = buf.getvalue()
+        self._write_bytes(rel, data)
+        return TableHandle(self.uri(rel), table.num_rows, len(data), tuple(table.column_names))
+
+    def read_table(self, rel: str) -> pa.Table:
+        """Read the Parquet table at `rel`. From an object store it is one GET of the whole
+        object, so a concurrent rewrite yields the old or the new table, never a mix."""
+        return table_from_bytes(self.read_bytes(rel))  # whole, then parsed (parquet_io)
+
+    def write_text(self, rel: str, text: str) -> str:
+        """Write a text file atomically; return its URI."""
+        self._write_bytes(rel, text.encode())
+        return self.uri(rel)
+
+    def read_text(self, rel: str) -> str:
+        """Read a text file."""
+        return self.read_bytes(rel).decode()
+
+    def write_bytes(self, rel: str, data: bytes) -> str:
+        """Write a binary file (an image, a checkpoint shard) atomically; return its URI."""
+        self._write_bytes(rel, data)
+        return self.uri(rel)
+
+    def read_bytes(self, rel: str) -> bytes:
+        """Read a binary file (one GET from an object store)."""
+        return self.fs.cat_file(self._path(rel))
+
+    def table_rows(self, rel: str) -> int:
+        """The row count of the Parquet table at `rel`, from its footer (no data read)."""
+        for attempt in range(3):
+            try:
+                with self.fs.open(self._path(rel), "rb") as f:
+                    return footer_rows(f)
+            except Exception:  # an object replaced between its HEAD and range reads
+                if self.local or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def local_dir(self, rel: str) -> Iterator[str]:
+        """A local directory for a writer that only knows paths (checkpoints, HF exports):
+        on disk `rel` itself; on an object store a temporary directory that is uploaded to
+        `rel` when the block ends without error."""
+        if self.local:
+            path = self._path(rel)
+            os.makedirs(path, exist_ok=True)
+            yield path
+            return
+        with tempfile.TemporaryDirectory(prefix="rldag-upload-") as tmp:
+            yield tmp
+            with self._naming(rel):
+                self.fs.put(f"{tmp}/", self._path(rel), recursive=True)
+
+    @contextmanager
+    def _naming(self, rel: str) -> Iterator[None]:
+        """An object store's failed write as an OSError naming what could not be written (its
+        endpoint errors name a URL, not the run's file)."""
+        try:
+            yield
+        except OSError as err:
+            raise OSError(err.errno, f"cannot write {self.uri(rel)}: {err}") from err
+        except Exception as err:  # botocore's connection errors are no OSErrors
+            raise OSError(f"cannot write {self.uri(rel)}: {err}") from err
+
+    @contextmanager
+    def fetch_dir(self, rel: str) -> Iterator[str]:
+        """A local directory holding the files under `rel` (downloaded from an object store
+        into a temporary directory, removed when the block ends)."""
+        if self.local:
+            yield self._path(rel)
+            return
+        with tempfile.TemporaryDirectory(prefix="rldag-download-") as tmp:
+            self.fs.get(f"{self._path(rel)}/", f"{tmp}/", recursive=True)
+            yield tmp
+
+    def exists(self, rel: str) -> bool:
+        """Whether a file or directory exists at `rel`."""
+        return self.fs.exists(self._path(rel))
+
+    def list(self, rel: str) -> list[str]:
+        """Names directly under `rel` (sorted), empty when it does not exist."""
+        path = self._path(rel)
+        if not self.fs.exists(path):
+            return []
+        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(path, detail=False))

@@ -1,8 +1,0 @@
-"""Experiment trackers (MLflow, TensorBoard, W&B) fed from a run's events: `trackers:` in
-pipeline.yaml selects them, `tracking:` holds their options."""
-
-from rldag.trackers.attach import RunTracking, attach_trackers
-from rldag.trackers.base import RunInfo, Tracker
-from rldag.trackers.fanout import TrackerSet
-
-__all__ = ["RunInfo", "RunTracking", "Tracker", "TrackerSet", "attach_trackers"]
