@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from rich.markup import escape
 from rldag.compute.allocator import cap_malloc_arenas
 from rldag.config.errors import InputError, RunError, describe
 from rldag.config.model_paths import hub_offline_by_default
+from rldag.config.moved import MovedPathWarning
 from rldag.config.overrides import blame_override, read_overrides_file
 from rldag.config.spec import LoadedPipeline, load_pipeline
 from rldag.console.plan import placement_for, print_execution, print_nodes, print_placement
@@ -305,7 +307,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def _print_moved_paths() -> None:
+    """A module path that moved (in a pipeline or a plugin) prints as one warning line naming
+    the new path; other warnings print as Python prints them."""
+    default = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        if not issubclass(category, MovedPathWarning):
+            default(message, category, filename, lineno, file, line)
+            return
+        text = f"[yellow]warning:[/yellow] {escape(str(message))}"
+        err_console.print(text, highlight=False, soft_wrap=True)
+
+    warnings.showwarning = show
+
+
 def _main(argv: Sequence[str] | None) -> int:
+    _print_moved_paths()
     cap_malloc_arenas()  # before the threads a run starts (rldag/compute/allocator.py)
     hub_offline_by_default()  # a missing model fails at once, not after minutes of retries
     args = build_parser().parse_args(argv)

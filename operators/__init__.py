@@ -4,8 +4,10 @@ Importing this package registers them (it is the `rldag.operators` entry point) 
 and the path of their definition: a module is imported when a node uses its operator.
 """
 
+from operators.moved import OPERATOR_MOVES
 from operators.score.reward_function import score_operator
 from operators.score.rewards.arithmetic import compute_score as arithmetic_score
+from rldag.config.moved import install
 from rldag.config.spec import NodeKind
 from rldag.graph.registry import register, register_adapter, register_path
 
@@ -41,3 +43,4 @@ for _name, (_kind, _path) in BUILTIN.items():
     register_path(_name, _kind, _path)
 register(score_operator("arithmetic", arithmetic_score))
 register_adapter(NodeKind.score, score_operator)
+install(OPERATOR_MOVES)  # old module paths of built-in code still import (with a warning)
