@@ -3,7 +3,7 @@ policy, driven through the Run the flow uses (tests/learning_runs.py).
 
 Each bar sits below the worst of a measured distribution: seeds 0-4 under AVX-512 and AVX2
 kernels and seeds 0-2 under scalar ones, 13 runs (bench/learning_spread.py, 2026-12; all
-figures in docs/reproducibility.md). The test runs seed 0 on this machine's kernels.
+figures in docs/operations/reproducibility.md). The test runs seed 0 on this machine's kernels.
 """
 
 from __future__ import annotations
