@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 MODELS := model-addition model-reward model-lookup model-guess model-code
 SHIPPED := examples/tiny_models
 
-.PHONY: run test lint test-fast record-durations model $(MODELS) rebuild-models system-deps clean
+.PHONY: run test lint docs test-fast record-durations model $(MODELS) rebuild-models system-deps clean
 
 # The venv: the project editable, with torch pinned to the CPU wheel (constraints.txt). Its
 # bytecode is compiled on every core afterwards (pip compiles file by file); files written
@@ -44,7 +44,7 @@ model-code: $(STAMP)
 	$(BIN)/python -m examples.tiny_task --task code --out .cache/tiny-code
 
 # The recipe: trains every shipped build again on this machine, into examples/tiny_models
-# (the weights then depend on this CPU's float kernels: docs/reproducibility.md). For
+# (the weights then depend on this CPU's float kernels: docs/operations/reproducibility.md). For
 # maintainers who change a task; the learning tests' bars must be measured again after it.
 rebuild-models: $(STAMP)
 	$(BIN)/python -m examples.tiny_task --rebuild --out $(SHIPPED)/addition
@@ -60,6 +60,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q -d .cache/site
+
+# The docs site (mkdocs.yml, docs/) at http://127.0.0.1:8000, rebuilt as files change.
+docs: $(STAMP)
+	$(BIN)/mkdocs serve
 
 # Lint, the models and the system packages side by side (apt while pip installs), then every
 # test on two workers, a test file per worker at a time, the longest files first by their

@@ -22,8 +22,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
-# The settings the README's table was measured with (the default pipeline before it moved to
-# 64 prompts x 16 samples and 2 optimizer steps): 32 prompts x 8 samples, one step.
+# The settings the table of docs/results/learning.md was measured with (the default pipeline
+# before it moved to 64 prompts x 16 samples and 2 optimizer steps): 32 prompts x 8 samples,
+# one step.
 BASE = [
     "nodes.prompts.params.batch_size=32",
     "nodes.generate.params.n=8",

@@ -137,7 +137,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     from flows.pipeline_param import pipeline_parameter
 
     if not PREFECT_API_URL.value():
-        message = "no Prefect server to deploy to: start one and set PREFECT_API_URL (README)"
+        message = (
+            "no Prefect server to deploy to: start one and set PREFECT_API_URL "
+            "(docs/guides/prefect.md)"
+        )
         raise InputError(message, path="PREFECT_API_URL")
     name = args.name or loaded.spec.name
     parameters = {
@@ -214,7 +217,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def add_auto_plan_arguments(p: argparse.ArgumentParser) -> None:
-    """`rldag plan` options of the automatic placement (README: Automatic placement)."""
+    """`rldag plan` options of the automatic placement (docs/guides/auto-plan.md)."""
     p.add_argument(
         "--profile", type=int, default=0, metavar="N", help="measure costs: N iterations"
     )

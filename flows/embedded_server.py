@@ -5,7 +5,7 @@ Prefect would start the same server on first use (its "ephemeral" `SubprocessASG
 the same database file). rldag starts it itself so that it knows the process and can restart
 it on the same port: at the end of an iteration, once the server's resident memory passes
 `faults.prefect_server_max_rss_mb` (it grows ~2.6 MB per 100 iterations with no cache of
-rldag's behind it: README, "Soak"), as Celery replaces a worker past
+rldag's behind it: docs/operations/soak.md), as Celery replaces a worker past
 `worker_max_memory_per_child`. The run's clients keep the URL: connected ones retry through
 the restart, a subflow that starts meanwhile waits for it (flows/api_outage.py). A server of
 your own (PREFECT_API_URL) is never touched.

@@ -245,7 +245,7 @@ def rldag_run(
     """
     forward_rldag_logs()
     cap_malloc_arenas()  # a deployment's flow run starts here, not in the CLI
-    hub_offline_by_default()  # so does its hub setting (docs/bring-your-own-model.md)
+    hub_offline_by_default()  # so does its hub setting (docs/guides/bring-your-own-model.md)
     extra = [*(overrides or []), *([f"iterations={iterations}"] if iterations else [])]
     loaded = load_pipeline(pipeline_file(pipeline), extra)
     run = Run.start(loaded, build_graph(loaded), run_id=resume)

@@ -4,7 +4,7 @@
   on SQLite that lock contention made each iteration subflow cost ~1-2 s. Batching it
   (these env defaults reach the embedded/ephemeral server, which starts as a subprocess of
   this process) brings a subflow to ~0.2 s. A user-run `prefect server start` should be
-  started with the same variables (README, "Run with a Prefect server").
+  started with the same variables (docs/guides/prefect.md, "Run with a Prefect server").
 - The ephemeral server (a subprocess started on the first flow when no API URL is set) may
   take longer than Prefect's 20 s to come up on a busy laptop or CI machine; the run would
   then fail before it starts. It gets 120 s.

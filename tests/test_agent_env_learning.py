@@ -3,7 +3,7 @@ the flow uses (examples/agent_env.yaml, its first 20 of 60 iterations): strict p
 guess the replies rule out loses at once, so a random player wins about a quarter of its
 games. Over the 20 iterations the guesses after the first become consistent with the replies
 far more often (about half of them at the start: up by >= 0.1) and the win rate rises (>= 1.1x
-the first 3 iterations'). The example's 2x needs its 60 iterations (README, agent examples),
+the first 3 iterations'). The example's 2x needs its 60 iterations (docs/guides/agents.md),
 longer than a test may take.
 
 Measured from the shipped guess model (bench/learning_spread.py --scenarios guess, seeds 0-4

@@ -1,5 +1,6 @@
-"""README "Coming from veRL / TRL": the documented pipeline is examples/from_verl.yaml, it
-validates, and the keys the mapping table names exist on the operators it names."""
+"""The docs' "Coming from veRL / TRL" guide: the documented pipeline is examples/from_verl.yaml
+(included, not copied), it validates, and the keys the mapping table names exist on the
+operators it names."""
 
 from __future__ import annotations
 
@@ -16,15 +17,12 @@ EXAMPLE = ROOT / "examples" / "from_verl.yaml"
 
 
 def _section() -> str:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("## Coming from veRL / TRL")
-    end = readme.find("\n## ", start + 1)
-    return readme[start : end if end > 0 else None]
+    return (ROOT / "docs" / "guides" / "from-verl-trl.md").read_text()
 
 
 def test_the_documented_pipeline_is_the_example_file():
     blocks = re.findall(r"```yaml\n(.*?)```", _section(), flags=re.S)
-    assert blocks == [EXAMPLE.read_text()]
+    assert blocks == ['--8<-- "examples/from_verl.yaml"\n']
 
 
 def test_the_example_validates(tiny_task, capsys):

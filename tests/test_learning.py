@@ -3,7 +3,7 @@ policy, driven through the Run the flow uses (tests/learning_runs.py).
 
 Each bar sits below the worst of a measured distribution: seeds 0-4 under AVX-512 and AVX2
 kernels and seeds 0-2 under scalar ones, 13 runs (bench/learning_spread.py, 2026-12; all
-figures in docs/reproducibility.md). The test runs seed 0 on this machine's kernels.
+figures in docs/operations/reproducibility.md). The test runs seed 0 on this machine's kernels.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_default_pipeline_learns_addition(ray_local, tmp_path):
-    """pipeline.yaml, 80 iterations: the README's bar, last 3 >= 0.8 from a first 3 <= 0.3.
+    """pipeline.yaml, 80 iterations: the documented bar, last 3 >= 0.8 from a first 3 <= 0.3.
     Measured: first 3 0.168-0.176, last 3 0.848-0.904 (4.8-5.4x)."""
     curve = learning_runs.default(tmp_path)
     assert curve.first() <= 0.3, curve.values

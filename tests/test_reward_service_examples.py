@@ -1,5 +1,5 @@
-"""The reward service's shipped pipelines: the README shows examples/reward_model.yaml as it
-is, and `rldag validate` accepts both examples."""
+"""The reward service's shipped pipelines: its docs guide includes examples/reward_model.yaml
+(a snippet, so it shows the file as it is), and `rldag validate` accepts both examples."""
 
 from __future__ import annotations
 
@@ -10,12 +10,9 @@ from flows.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_readme_shows_the_reward_model_example_as_it_is():
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Reward service") :]
-    shown = section[section.index("```yaml\n") + len("```yaml\n") :]
-    shown = shown[: shown.index("```")]
-    assert shown == (ROOT / "examples" / "reward_model.yaml").read_text()
+def test_the_guide_shows_the_reward_model_example_as_it_is():
+    guide = (ROOT / "docs" / "guides" / "reward-service.md").read_text()
+    assert '```yaml\n--8<-- "examples/reward_model.yaml"\n```' in guide
 
 
 def test_the_reward_service_examples_validate(tiny_task, tiny_rm, capsys):

@@ -34,7 +34,7 @@ def require_chat_template(tokenizer: Any, why: str, key: str = "model_path") -> 
         raise InputError(
             f"the tokenizer has no chat template ({why}): add one to the model directory "
             "(chat_template.jinja, or chat_template in tokenizer_config.json; see "
-            "docs/bring-your-own-model.md)",
+            "docs/guides/bring-your-own-model.md)",
             path=key,
         )
 

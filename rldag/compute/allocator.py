@@ -2,7 +2,7 @@
 threads that allocate at the same time arenas of their own (up to 8 per core); a process
 whose threads come and go (a Prefect task runner per iteration subflow, Ray's and the storage
 writer's) spreads its allocations over many arenas that each keep their free pages, so its
-RSS creeps up while its live objects do not (README "Soak": the driver +1.86 MB per 100
+RSS creeps up while its live objects do not (docs/operations/soak.md: the driver +1.86 MB per 100
 iterations, +0.54 capped). Capping the arenas is what `MALLOC_ARENA_MAX=2` does; these
 processes set it in-process with mallopt as they start."""
 

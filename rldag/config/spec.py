@@ -90,7 +90,7 @@ class PoolSpec:
     """A resource pool: a group of identical Ray worker actors, one bundle each."""
 
     workers: int = 1  # worker actors (one placement-group bundle each)
-    cpus_per_worker: float = 1.0
+    cpus_per_worker: float = 1.0  # CPUs each worker's bundle reserves
     gpus_per_worker: float = 0.0  # fractions allowed; logical GPUs work on CPU machines
     strategy: PlacementStrategy = PlacementStrategy.PACK  # STRICT_PACK: all on one node
     max_concurrency: int = 0  # environment: max concurrent executions (0 = no bound)
@@ -106,9 +106,12 @@ class PoolsSpec:
     pipeline.yaml writes each pool as `pools.<name>`; they are held in `named` (see
     `_to_fields`). The standard three exist by default; users may declare more."""
 
+    # `pools.<name>`: each pool by name (training, rollout and environment exist by default)
     named: dict[str, PoolSpec] = field(
         default_factory=lambda: {str(name): PoolSpec() for name in STANDARD_POOLS}
     )
+    # pools that share their bundles (one worker process holds both nodes: an in-process
+    # weights edge)
     colocate: list[list[str]] = field(default_factory=lambda: [["training", "rollout"]])
 
 
@@ -153,13 +156,13 @@ class PipelineSpec:
     name: str = "pipeline"  # shown in run ids and the Prefect UI
     iterations: int = 1  # RL iterations to run
     seed: int = 0  # seeds sampling, shuffling and initialisation
-    model: ModelSpec = field(default_factory=ModelSpec)
-    storage: StorageSpec = field(default_factory=StorageSpec)
-    checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)
+    model: ModelSpec = field(default_factory=ModelSpec)  # the policy model
+    storage: StorageSpec = field(default_factory=StorageSpec)  # where tables and checkpoints go
+    checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)  # when trainers save
     async_: AsyncSpec = field(default_factory=AsyncSpec)  # `async:` (a Python keyword)
-    ray: RaySpec = field(default_factory=RaySpec)
-    pools: PoolsSpec = field(default_factory=PoolsSpec)
-    nodes: dict[str, NodeSpec] = field(default_factory=dict)
+    ray: RaySpec = field(default_factory=RaySpec)  # where the pools run
+    pools: PoolsSpec = field(default_factory=PoolsSpec)  # resource pools and colocation
+    nodes: dict[str, NodeSpec] = field(default_factory=dict)  # the graph: node name -> node
     trackers: list[TrackerName] = field(default_factory=list)  # mlflow, tensorboard, wandb
     tracking: TrackingSpec = field(default_factory=lambda: TrackingSpec())  # their options
     weights: WeightsSpec = field(default_factory=lambda: WeightsSpec())  # split weights edge
@@ -376,7 +379,7 @@ class WeightsTransport(StrEnum):
 class WeightsSpec:
     """The weights edge between split pools (colocated pools copy in process)."""
 
-    transport: WeightsTransport = WeightsTransport.auto
+    transport: WeightsTransport = WeightsTransport.auto  # how the policy moves between split pools
     bucket_mb: int = 64  # collective: tensors of one dtype are flattened into buckets this big
     timeout_s: float = 60.0  # collective: most seconds to form the group or finish a sync
 
@@ -390,7 +393,7 @@ def _check_weights(weights: WeightsSpec, where: str) -> None:
 
 @dataclass
 class FaultsSpec:
-    """What a run does when a pool worker's process dies (README: Faults and recovery)."""
+    """What a run does when a pool worker's process dies (docs: Faults and recovery)."""
 
     max_restarts: int = 3  # per run: stateless workers restarted (and their call re-run)
     prefect_outage_s: float = 120.0  # how long a run waits for an unreachable Prefect API

@@ -57,18 +57,18 @@ class WandbSpec:
 
     project: str | None = None  # default: the pipeline's name
     entity: str | None = None  # a team or user; default: the key's default entity
-    mode: WandbMode = WandbMode.online
+    mode: WandbMode = WandbMode.online  # online syncs as it goes; offline writes files to sync
     dir: str | None = None  # the parent of wandb/ run files; default: the working directory
-    tags: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)  # tags of the W&B run
 
 
 @dataclass
 class TrackingSpec:
     """Per-tracker options; a tracker reports only when it is listed in `trackers`."""
 
-    mlflow: MlflowSpec = field(default_factory=MlflowSpec)
-    tensorboard: TensorboardSpec = field(default_factory=TensorboardSpec)
-    wandb: WandbSpec = field(default_factory=WandbSpec)
+    mlflow: MlflowSpec = field(default_factory=MlflowSpec)  # MLflow's options
+    tensorboard: TensorboardSpec = field(default_factory=TensorboardSpec)  # TensorBoard's
+    wandb: WandbSpec = field(default_factory=WandbSpec)  # W&B's options
 
 
 def check_trackers(trackers: list[TrackerName], where: str) -> None:

@@ -15,6 +15,7 @@ from rldag.graph.registry import import_target
 
 
 def _python(p: AgentParams) -> Tool:
+    """`python`: runs the model's code in the isolated sandbox and returns its output."""
     return PythonTool(p.sandbox_isolation, p.sandbox_slots, p.sandbox_wall_seconds).python
 
 
