@@ -66,7 +66,7 @@ def seeds(text: str) -> list[int]:
 def run_one(scenario: str, seed: int) -> dict:
     """Runs one scenario in this process; returns its figures."""
     sys.path.insert(0, str(ROOT))
-    from tests.learning_runs import SCENARIOS
+    from tests.support.learning_runs import SCENARIOS
 
     with tempfile.TemporaryDirectory() as runs:
         curve = SCENARIOS[scenario](Path(runs), f"seed={seed}")

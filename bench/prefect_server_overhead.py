@@ -31,18 +31,19 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.prefect_server import BIN, PrefectServer  # noqa: E402
+from tests.support.prefect_server import BIN, PrefectServer  # noqa: E402
 
 
 def write_pipeline(root: Path, iterations: int) -> Path:
-    """A model-free pipeline: source -> answer -> score -> advantage (tests/user_code.py)."""
+    """A model-free pipeline: source -> answer -> score -> advantage (user code:
+    tests/support/user_code.py)."""
     data = pa.table({"prompt": [f"{i}+1=" for i in range(64)], "data_source": ["x"] * 64})
     data = data.append_column("reward_model", pa.array([{"ground_truth": "1"}] * 64))
     pq.write_table(data, root / "train.parquet")
     nodes = {
         "prompts": {"kind": "source", "op": "dataset", "params": {"path": str(root / "train.parquet"), "batch_size": 8}},  # noqa: E501
-        "answer": {"kind": "transform", "op": "tests.user_code:ANSWER_HALF", "inputs": {"prompts": "prompts"}},  # noqa: E501
-        "score": {"kind": "score", "op": "tests.user_code:echo_score", "inputs": {"rollouts": "answer"}},  # noqa: E501
+        "answer": {"kind": "transform", "op": "tests.support.user_code:ANSWER_HALF", "inputs": {"prompts": "prompts"}},  # noqa: E501
+        "score": {"kind": "score", "op": "tests.support.user_code:echo_score", "inputs": {"rollouts": "answer"}},  # noqa: E501
         "advantage": {"kind": "transform", "op": "grpo_advantage", "inputs": {"scored": "score"}},
     }  # fmt: skip
     doc = {"name": "bench", "iterations": iterations, "model": {"path": "unused"}}

@@ -11,11 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from tests.support.paths import ROOT
+
 # Seconds each test file took (setup, call and teardown of its tests), recorded by a run with
 # --record-durations. The longest files are collected first, so that `make test`'s two
 # workers (pytest -n 2 --dist loadfile) start on them and do not end with one worker running a
 # long file alone; files not in the record come last, in their own order.
-DURATIONS = Path(__file__).with_name("durations.json")
+DURATIONS = Path(__file__).with_name("durations.json")  # keyed by file name
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -26,9 +28,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+E2E = Path(__file__).parent / "e2e"  # whole runs end to end: all slow
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.slow)
     seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
-    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))  # stable
+    items.sort(key=lambda item: -seconds.get(item.path.name, 0.0))  # stable
 
 
 class FileSeconds:
@@ -39,8 +47,8 @@ class FileSeconds:
         self.totals: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        path = report.nodeid.split("::")[0]
-        self.totals[path] = self.totals.get(path, 0.0) + report.duration
+        name = Path(report.nodeid.split("::")[0]).name  # file names are unique
+        self.totals[name] = self.totals.get(name, 0.0) + report.duration
 
     def pytest_sessionfinish(self) -> None:
         ranked = sorted(self.totals.items(), key=lambda kv: -kv[1])
@@ -67,69 +75,6 @@ def dataset(tmp_path: Path) -> Path:
     path = tmp_path / "train.parquet"
     pq.write_table(table, path)
     return path
-
-
-def scoring_pipeline(dataset: Path, **extra: object) -> dict:
-    """A model-free pipeline: source -> answer (user operator) -> score (user function) ->
-    advantage."""
-    spec = {
-        "name": "scoring",
-        "iterations": 2,
-        "model": {"path": "unused"},
-        "nodes": {
-            "prompts": {
-                "kind": "source",
-                "op": "dataset",
-                "params": {"path": str(dataset), "batch_size": 4},
-            },
-            "answer": {
-                "kind": "transform",
-                "op": "tests.user_code:ANSWER_HALF",
-                "inputs": {"prompts": "prompts"},
-            },
-            "score": {
-                "kind": "score",
-                "op": "tests.user_code:echo_score",
-                "inputs": {"rollouts": "answer"},
-            },
-            "advantage": {
-                "kind": "transform",
-                "op": "grpo_advantage",
-                "inputs": {"scored": "score"},
-            },
-        },
-    }
-    spec.update(extra)
-    return spec
-
-
-def grpo_nodes(
-    model: str,
-    data: Path,
-    score_op: str,
-    *,
-    generate: dict | None = None,
-    train: dict | None = None,
-) -> dict:
-    """The five nodes of a GRPO pipeline: prompts -> generate -> score -> advantage -> train
-    (the weights edge from train back into generate)."""
-    return {
-        "prompts": {"kind": "source", "op": "dataset", "params": {"path": str(data)}},
-        "generate": {
-            "kind": "generate",
-            "op": "torch_engine",
-            "inputs": {"prompts": "prompts", "weights": "train"},
-            "params": {"model_path": model, **(generate or {})},
-        },
-        "score": {"kind": "score", "op": score_op, "inputs": {"rollouts": "generate"}},
-        "advantage": {"kind": "transform", "op": "grpo_advantage", "inputs": {"scored": "score"}},
-        "train": {
-            "kind": "train",
-            "op": "policy_gradient",
-            "inputs": {"batch": "advantage"},
-            "params": {"model_path": model, **(train or {})},
-        },
-    }
 
 
 @pytest.fixture
@@ -173,7 +118,7 @@ def tiny_task() -> Path:
     """The tiny model, tokenizer and addition data, built once (cached under .cache/)."""
     from examples.tiny_task import build_tiny_task
 
-    return build_tiny_task(Path(__file__).resolve().parents[1] / ".cache" / "tiny")
+    return build_tiny_task(ROOT / ".cache" / "tiny")
 
 
 RAY_LOCAL_CPUS = 6
@@ -204,12 +149,12 @@ def tiny_rm() -> Path:
     under .cache/) as `make model` builds it."""
     from examples.tiny_task.reward_model import build_tiny_reward_model
 
-    return build_tiny_reward_model(Path(__file__).resolve().parents[1] / ".cache" / "tiny_rm")
+    return build_tiny_reward_model(ROOT / ".cache" / "tiny_rm")
 
 
 @pytest.fixture
 def user_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Where a new user's own package lives (tests/byo.py: user_package), importable in this
+    """Where a new user's own package lives (tests/support/byo.py: user_package), importable in this
     process as `python -m` makes the working directory importable; forgotten afterwards."""
     import sys
 
@@ -224,6 +169,6 @@ def user_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def byo_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A user's own random-init Llama with a byte-level BPE tokenizer and a chat template."""
-    from tests.byo import build_model
+    from tests.support.byo import build_model
 
     return build_model(tmp_path_factory.mktemp("byo") / "my-llama")

@@ -14,8 +14,8 @@ import pytest
 from operators.moved import OPERATOR_MOVES
 from rldag.config.moved import CORE_MOVES, MovedPathWarning, moved
 from rldag.graph.registry import import_target
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 OLD = {new[0]: old.removesuffix(".*") for old, new in OPERATOR_MOVES.items()}
 
 

@@ -1,0 +1,1 @@
+"""Tests of the core (rldag/), one folder per concern."""

@@ -1,0 +1,1 @@
+"""Where operators run: pools, placement, dispatch, workers' logs."""

@@ -1,0 +1,1 @@
+"""The weights edge: the wire format, broadcasts, edges."""

@@ -1,0 +1,1 @@
+"""pipeline.yaml to a validated spec: keys, overrides, model paths, pools."""

@@ -1,0 +1,1 @@
+"""Terminal output: progress, trajectories, `rldag inspect`."""

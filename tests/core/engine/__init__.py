@@ -1,0 +1,1 @@
+"""The loop: the scheduler, a run's steps and stops, metrics."""

@@ -1,0 +1,1 @@
+"""The DAG, the operator contract, the registry."""

@@ -1,0 +1,1 @@
+"""The cost model, the simulator, `plan --auto`."""

@@ -1,0 +1,1 @@
+"""Reports besides the tables: sample rollouts, trackers."""

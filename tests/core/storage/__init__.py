@@ -1,0 +1,1 @@
+"""Run storage (file and S3) and the run lock."""

@@ -1,0 +1,1 @@
+"""The README and docs show the files they document as they are."""

@@ -1,0 +1,115 @@
+"""agent_loop through the real pipeline on the tiny model: episodes with tool calls are
+scored and trained on; on Ray the environments live as actors on the environment pool."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from flows.cli import main
+from rldag.config.spec import load_pipeline
+from rldag.engine.run import Run
+from rldag.graph.dag import build_graph
+from tests.support.paths import ROOT
+
+EXAMPLE = ROOT / "examples" / "agent_python_tool.yaml"
+
+
+def _run(tiny_task: Path, tmp_path: Path, overrides: list[str], iterations: int = 2) -> Path:
+    loaded = load_pipeline(
+        EXAMPLE,
+        [
+            f"storage.uri={tmp_path}",
+            f"model.path={tiny_task / 'model'}",
+            f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
+            "nodes.prompts.params.batch_size=4",
+            "nodes.generate.params.n=2",
+            "nodes.generate.params.max_turns=2",
+            *overrides,
+        ],
+    )
+    run = Run.start(loaded, build_graph(loaded))
+    try:
+        run.run_inline(iterations)
+    finally:
+        run.close()
+    return Path(run.uri)
+
+
+def test_the_example_validates_and_plan_shows_the_environment_bound(capsys):
+    assert main(["validate", str(EXAMPLE)]) == 0
+    assert main(["plan", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "pool environment" in out and "max concurrency 64" in out
+    assert "hosts generate's actors (at most 16 at once: 1 worker(s) x 16)" in out
+    assert main(["plan", str(EXAMPLE), "pools.environment.max_concurrency=8"]) == 2
+    assert (
+        "nodes.generate.params.max_concurrency: 1 worker(s) x concurrency 16 = 16 exceeds "
+        "pools.environment.max_concurrency=8" in capsys.readouterr().err
+    )
+
+
+def test_episodes_with_tool_calls_are_scored_and_trained_in_process(tiny_task, tmp_path):
+    uri = _run(
+        tiny_task,
+        tmp_path,
+        [
+            "ray.enabled=false",
+            "nodes.generate.params.tools=[tests.support.agent_envs:lookup]",
+            "nodes.generate.params.tool_parser=tests.support.agent_envs:always_call",
+        ],
+    )
+    for i in range(2):
+        gen = pq.read_table(uri / f"iter={i}" / "generate.parquet")
+        assert gen.num_rows == 8 and set(gen["policy_version"].to_pylist()) == {i}
+        assert set(gen["finish_reason"].to_pylist()) <= {"max_turns", "length"}
+        assert any(name == "lookup" for names in gen["tool_names"].to_pylist() for name in names)
+        masks = gen["response_mask"].to_pylist()
+        assert all(0 in m and 1 in m for m, f in zip(masks, gen["finish_reason"].to_pylist(),
+                                                     strict=True) if f == "max_turns")  # fmt: skip
+        scored = pq.read_table(uri / f"iter={i}" / "score.parquet")
+        assert scored.column_names.count("reward") == 1  # the score node replaced it
+    train = pq.read_table(uri / "iter=1" / "train.parquet")
+    model_tokens = sum(sum(m) for m in gen["response_mask"].to_pylist())
+    assert model_tokens < sum(len(r) for r in gen["response_ids"].to_pylist())
+    assert sum(train["tokens"].to_pylist()) == model_tokens  # tool tokens are not counted
+
+
+def test_on_ray_environments_are_actors_on_the_environment_pool(ray_local, tiny_task, tmp_path):
+    """...and an environment that raises or hangs there ends its episode, not the run."""
+    uri = _run(
+        tiny_task,
+        tmp_path,
+        [
+            "nodes.generate.params.tools=[]",
+            "nodes.generate.params.environment=tests.support.agent_envs:WhereEnv",
+            "nodes.generate.params.tool_parser=none",
+            "nodes.generate.params.step_timeout_s=2",
+            "nodes.prompts.params.batch_size=8",
+            "nodes.probe.kind=transform",
+            "nodes.probe.op=tests.support.user_code:WORKER_INFO",
+            "nodes.probe.pool=rollout",
+            "nodes.probe.inputs.rows=generate",
+        ],
+        iterations=1,
+    )
+    import json
+
+    gen = pq.read_table(uri / "iter=0" / "generate.parquet")
+    turns = [t for row in gen["turns"].to_pylist() for t in row]
+    infos = [json.loads(t["info"]) for t in turns if t["info"]]  # failed steps have none
+    assert infos, "no environment step ran"
+    groups = {i["placement_group"] for i in infos}
+    pids = {i["pid"] for i in infos}
+    rollout = set(pq.read_table(uri / "iter=0" / "probe.parquet")["pid"].to_pylist())
+    assert len(groups) == 1 and None not in groups  # the environment pool's placement group
+    assert len(pids) == 1 and not pids & rollout and os.getpid() not in pids  # one host actor
+    # a raising or hanging environment on an actor ends its episode, never the run
+    expected = {0: "max_turns", 1: "max_turns", 2: "tool_error", 3: "timeout"}
+    for row in gen.select(["prompt_id", "finish_reason", "env_errors"]).to_pylist():
+        assert row["finish_reason"] == expected[row["prompt_id"] % 4]
+        if row["prompt_id"] % 4 == 2:
+            assert "ValueError: simulator crashed" in row["env_errors"][0]
+    assert {p % 4 for p in gen["prompt_id"].to_pylist()} == {0, 1, 2, 3}

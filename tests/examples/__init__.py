@@ -1,0 +1,1 @@
+"""The example pipelines and the tiny demo tasks they run on."""

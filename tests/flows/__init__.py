@@ -1,0 +1,1 @@
+"""The launcher: the `rldag` command, deployments, the Prefect server."""

@@ -1,0 +1,1 @@
+"""Tests of the operators, one folder per node kind."""

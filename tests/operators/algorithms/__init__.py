@@ -1,0 +1,1 @@
+"""The RL math by name: estimators, losses, KL, GAE."""

@@ -1,0 +1,1 @@
+"""Generate nodes: prompts, templates, single-turn sampling."""

@@ -1,0 +1,1 @@
+"""The multi-turn agent loop: environments, tools, parsers."""

@@ -1,0 +1,1 @@
+"""The rollout engine: batching, prefix reuse, servers, updates."""

@@ -1,0 +1,1 @@
+"""The code sandbox: its API, attacks on the host, the node."""

@@ -1,0 +1,1 @@
+"""Score nodes: reward functions and workers, judges, reward models."""

@@ -1,0 +1,1 @@
+"""Source nodes: datasets, their cursor and their checks."""

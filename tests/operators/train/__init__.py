@@ -1,0 +1,1 @@
+"""Train nodes: the trainer, critics, LoRA, the speed paths."""

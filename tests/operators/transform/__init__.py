@@ -1,0 +1,1 @@
+"""Transform nodes: advantages, composed rewards, DAPO."""

@@ -1,0 +1,1 @@
+"""Helpers the tests import: user code, pipelines, servers, models, data."""

@@ -1,0 +1,1 @@
+"""Data files the tests read."""
