@@ -40,9 +40,10 @@ def run_to_end(scheduler: Scheduler, finish_order=None) -> list[set[Step]]:
 def test_k0_is_the_synchronous_loop(write_yaml, dataset):
     graph = grpo_graph(write_yaml, dataset)
     scheduler = Scheduler(graph, 0, 3, max_staleness=0, streaming=False)
-    for concurrent in run_to_end(scheduler):
-        assert len({s.iteration for s in concurrent}) == 1  # never two iterations at once
-        assert len(concurrent) == 1  # without streaming: one step at a time here
+    seen = run_to_end(scheduler)
+    # One step at a time (unpacking fails otherwise), three iterations of the five nodes in
+    # topological order, never two iterations at once.
+    assert [s for (s,) in seen] == [Step(i, n) for i in range(3) for n in GRPO]
 
 
 def test_streaming_readers_start_with_their_producer(write_yaml, dataset):
