@@ -191,12 +191,14 @@ def test_stop_strings_and_text(qwen: torch.nn.Module, char_tokenizer) -> None:
 def test_tokenizer_eos_stops(qwen: torch.nn.Module, char_tokenizer) -> None:
     model = random_causal_lm(0)
     (full,) = TorchEngine(model).generate([[3, 1]], SamplingParams(temperature=0))
-    eos_at = 2
     # Make the tokenizer's eos the token greedy emits at step `eos_at`: swap the lm_head rows.
-    target = full[0].token_ids[eos_at]
-    eos = char_tokenizer.eos_token_id
-    if {target, eos} & set(full[0].token_ids[:eos_at]):
-        pytest.skip("degenerate greedy output")
+    # Sound where that token was not emitted before and eos was not emitted up to there.
+    ids, eos = full[0].token_ids, char_tokenizer.eos_token_id
+    eos_at = next(
+        (k for k in range(1, len(ids)) if ids[k] not in ids[:k] and eos not in ids[: k + 1]), None
+    )
+    assert eos_at is not None, f"greedy output {ids} has no position to make the eos"
+    target = ids[eos_at]
     with torch.no_grad():
         head = model.get_output_embeddings().weight
         head[[target, eos]] = head[[eos, target]]
