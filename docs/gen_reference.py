@@ -42,9 +42,9 @@ from operators.algorithms.advantages import ADVANTAGE_ESTIMATORS  # noqa: E402
 from operators.algorithms.aggregation import LOSS_AGGREGATIONS  # noqa: E402
 from operators.algorithms.kl import KL_ESTIMATORS  # noqa: E402
 from operators.algorithms.policy_losses import POLICY_LOSSES  # noqa: E402
-from operators.generate.agent.factory import BUILTIN_TOOLS  # noqa: E402
-from operators.generate.agent.gym_env import FORMATTERS  # noqa: E402
-from operators.generate.agent.parsers import _PARSERS as TOOL_PARSERS  # noqa: E402
+from operators.generate.agent.factory import TOOLS  # noqa: E402
+from operators.generate.agent.gym_env import GYM_FORMATTERS, GYM_PARSERS  # noqa: E402
+from operators.generate.agent.parsers import TOOL_PARSERS  # noqa: E402
 from rldag.config.errors import GraphError  # noqa: E402
 from rldag.config.spec import (  # noqa: E402
     DEFAULT_POOL,
@@ -377,6 +377,18 @@ def gen_registries() -> str:
         ("Policy losses", "`policy_loss:` of `policy_gradient`.", POLICY_LOSSES),
         ("KL estimators", "The KL estimator of `policy_gradient` and `kl_reward`.", KL_ESTIMATORS),
         ("Loss aggregations", "`loss_agg_mode:` of `policy_gradient`.", LOSS_AGGREGATIONS),
+        ("Tool-call parsers", "`tool_parser:` of `agent_loop`.", TOOL_PARSERS),
+        ("Tools", "`tools:` of `agent_loop` (built-in names).", TOOLS),
+        (
+            "Gym observation formatters",
+            "`env_params.formatter` of the Gymnasium environment (`GymTextEnvironment`).",
+            GYM_FORMATTERS,
+        ),
+        (
+            "Gym action parsers",
+            "`env_params.parser` of the Gymnasium environment (`GymTextEnvironment`).",
+            GYM_PARSERS,
+        ),
     ]
     out = [
         GENERATED,
@@ -388,16 +400,6 @@ def gen_registries() -> str:
         out.append(f"## {title}\n\n{where}\n\n")
         out.extend(_table({n: registry.get(n) for n in registry.names()}))
         out.append("\n")
-    out.append("## Tool-call parsers\n\n`tool_parser:` of `agent_loop`.\n\n")
-    out.extend(_table(dict(TOOL_PARSERS)))
-    out.append("\n## Tools\n\n`tools:` of `agent_loop` (built-in names).\n\n")
-    out.extend(_table(dict(BUILTIN_TOOLS)))
-    out.append(
-        "\n## Gym observation formatters\n\n`env_params.formatter` of the Gymnasium "
-        "environment (`GymTextEnvironment`).\n\n"
-    )
-    out.extend(_table(dict(FORMATTERS)))
-    out.append("\n")
     return "".join(out)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from operators.algorithms.registry import AlgorithmRegistry
+from rldag.graph.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class MissingInputError(ValueError):
 
 
 Estimator = Callable[[AdvantageInputs, AdvantageConfig], np.ndarray]
-ADVANTAGE_ESTIMATORS: AlgorithmRegistry[Estimator] = AlgorithmRegistry(
+ADVANTAGE_ESTIMATORS: Registry[Estimator] = Registry(
     "advantage estimator", modules=("operators.algorithms.reinforce", "operators.algorithms.gae")
 )
 

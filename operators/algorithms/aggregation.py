@@ -13,7 +13,7 @@ from enum import StrEnum
 
 import torch
 
-from operators.algorithms.registry import AlgorithmRegistry
+from rldag.graph.registry import Registry, instance_of
 
 
 class Unit(StrEnum):
@@ -34,8 +34,8 @@ class LossAggregation:
         return self.reduce(losses, mask)
 
 
-LOSS_AGGREGATIONS: AlgorithmRegistry[LossAggregation] = AlgorithmRegistry(
-    "loss aggregation mode", LossAggregation
+LOSS_AGGREGATIONS: Registry[LossAggregation] = Registry(
+    "loss aggregation mode", accept=instance_of(LossAggregation)
 )
 
 
@@ -54,8 +54,6 @@ def seq_mean_token_mean(losses: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
     return ((losses * mask).sum(-1) / mask.sum(-1).clamp_min(1)).mean()
 
 
-LOSS_AGGREGATIONS.register("token-mean")(LossAggregation(masked_mean, Unit.token))
-LOSS_AGGREGATIONS.register("seq-mean-token-sum")(LossAggregation(seq_mean_token_sum, Unit.sequence))
-LOSS_AGGREGATIONS.register("seq-mean-token-mean")(
-    LossAggregation(seq_mean_token_mean, Unit.sequence)
-)
+LOSS_AGGREGATIONS.add("token-mean", LossAggregation(masked_mean, Unit.token))
+LOSS_AGGREGATIONS.add("seq-mean-token-sum", LossAggregation(seq_mean_token_sum, Unit.sequence))
+LOSS_AGGREGATIONS.add("seq-mean-token-mean", LossAggregation(seq_mean_token_mean, Unit.sequence))

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import torch
 
-from operators.algorithms.registry import AlgorithmRegistry
+from rldag.graph.registry import Registry
 
 KLEstimator = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-KL_ESTIMATORS: AlgorithmRegistry[KLEstimator] = AlgorithmRegistry("KL estimator")
+KL_ESTIMATORS: Registry[KLEstimator] = Registry("KL estimator")
 
 
 @KL_ESTIMATORS.register("k1", "kl")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from operators.algorithms.aggregation import masked_mean
-from operators.algorithms.registry import AlgorithmRegistry
 from operators.train.loss import aggregate, ppo_clip_loss
+from rldag.graph.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ PolicyLoss = Callable[
     [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, PolicyLossConfig, torch.Tensor | None],
     LossOutput,
 ]
-POLICY_LOSSES: AlgorithmRegistry[PolicyLoss] = AlgorithmRegistry("policy loss")
+POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss")
 
 
 @POLICY_LOSSES.register("ppo", "vanilla")

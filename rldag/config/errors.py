@@ -28,6 +28,11 @@ class SpecError(InputError):
     """pipeline.yaml does not match the schema (unknown key, wrong type, missing field)."""
 
 
+class UnknownNameError(SpecError, ValueError):
+    """A name that no registry holds and that is not a `module:attr` path (the message lists
+    the known names; `path` is the key that gave it)."""
+
+
 class GraphError(InputError):
     """The node graph is invalid (cycle, dangling input, unknown operator, bad port)."""
 

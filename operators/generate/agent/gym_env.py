@@ -21,7 +21,7 @@ from typing import Any
 from operators.generate.agent.environment import AssistantTurn, Message, StepResult
 from operators.generate.agent.text_actions import integers, visible_text
 from rldag.config.errors import SpecError
-from rldag.graph.registry import import_target
+from rldag.graph.registry import Registry, callable_target
 
 Formatter = Callable[[Any, Any], str]  # (observation, env) -> message text
 Parser = Callable[[str, Any], Any]  # (assistant text, action space) -> action
@@ -40,7 +40,9 @@ def format_ansi(observation: Any, env: Any) -> str:
     return _ESCAPE.sub("", _HIGHLIGHT.sub(r"[\1]", env.render())).strip("\n")
 
 
-FORMATTERS: dict[str, Formatter] = {"str": format_str, "ansi": format_ansi}
+GYM_FORMATTERS: Registry[Formatter] = Registry("formatter")
+GYM_FORMATTERS.add("str", format_str)
+GYM_FORMATTERS.add("ansi", format_ansi)
 
 
 def discrete_parser(names: Sequence[str] = ()) -> Parser:
@@ -68,14 +70,15 @@ def discrete_parser(names: Sequence[str] = ()) -> Parser:
     return parse
 
 
-def _formatter(name: str) -> Formatter:
-    if ":" in name:
-        return import_target(name)
-    if name not in FORMATTERS:
-        known = ", ".join(FORMATTERS)
-        message = f"unknown formatter {name!r} (known: {known}, or module:function)"
-        raise SpecError(message, path="env_params.formatter")
-    return FORMATTERS[name]
+def _user_parser(path: str, found: Any) -> Callable[[Sequence[str]], Parser]:
+    """A user's parser (``module:function``), which reads no action names."""
+    parse = callable_target(path, found)
+    return lambda _names: parse
+
+
+# A parser by name, made from the environment's `action_names`.
+GYM_PARSERS: Registry[Callable[[Sequence[str]], Parser]] = Registry("parser", accept=_user_parser)
+GYM_PARSERS.add("discrete", discrete_parser)
 
 
 def _plain(value: Any) -> Any:
@@ -109,7 +112,7 @@ class GymTextEnvironment:
         except ImportError:
             message = "gymnasium is not installed: pip install 'rldag[agents]'"
             raise SpecError(message, path="env_params.env_id") from None
-        self.format = _formatter(formatter)
+        self.format = GYM_FORMATTERS.get(formatter, "env_params.formatter")
         kwargs = dict(kwargs or {})
         if self.format is format_ansi:
             kwargs.setdefault("render_mode", "ansi")
@@ -118,7 +121,8 @@ class GymTextEnvironment:
         except (gymnasium.error.Error, TypeError, ValueError) as err:
             message = f"gymnasium.make({env_id!r}, **{kwargs}) failed: {err}"
             raise SpecError(message, path="env_params.env_id") from None
-        if parser == "discrete":
+        make_parser = GYM_PARSERS.get(parser, "env_params.parser")
+        if make_parser is discrete_parser:
             if not isinstance(self.env.action_space, gymnasium.spaces.Discrete):
                 raise SpecError(
                     f"{env_id}'s action space {self.env.action_space} is not Discrete: give "
@@ -130,12 +134,7 @@ class GymTextEnvironment:
                     f"{len(action_names)} action_names for {self.env.action_space.n} actions",
                     path="env_params.action_names",
                 )
-            self.parse: Parser = discrete_parser(action_names)
-        elif ":" in parser:
-            self.parse = import_target(parser)
-        else:
-            message = f"unknown parser {parser!r} (known: discrete, or module:function)"
-            raise SpecError(message, path="env_params.parser")
+        self.parse: Parser = make_parser(action_names)
         self.seed_column = seed_column
         self.invalid_reward = invalid_reward
         self.invalid_actions = 0

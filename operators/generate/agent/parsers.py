@@ -12,35 +12,18 @@ import re
 from collections.abc import Callable
 
 from operators.generate.agent.environment import AssistantTurn, ToolCall
-from rldag.config.errors import GraphError, SpecError
-from rldag.graph.registry import import_target
+from rldag.graph.registry import Registry
 
 ToolParser = Callable[[str], AssistantTurn]
 
-_PARSERS: dict[str, ToolParser] = {}
-
-
-def register_tool_parser(name: str) -> Callable[[ToolParser], ToolParser]:
-    """Decorator: make a parser known by ``name`` (``tool_parser: name`` in pipeline.yaml)."""
-
-    def add(fn: ToolParser) -> ToolParser:
-        _PARSERS[name] = fn
-        return fn
-
-    return add
+TOOL_PARSERS: Registry[ToolParser] = Registry("tool-call parser")
+# Decorator: make a parser known by ``name`` (``tool_parser: name`` in pipeline.yaml).
+register_tool_parser = TOOL_PARSERS.register
 
 
 def tool_parser(name: str, path: str = "tool_parser") -> ToolParser:
     """The parser registered as ``name``, or the ``module:function`` it names."""
-    if ":" in name:
-        try:
-            return import_target(name)
-        except GraphError as err:
-            raise SpecError(str(err), path=path) from None
-    if name not in _PARSERS:
-        known = ", ".join(sorted(_PARSERS))
-        raise SpecError(f"unknown tool-call parser {name!r} (known: {known})", path=path)
-    return _PARSERS[name]
+    return TOOL_PARSERS.get(name, path)
 
 
 _HERMES = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)

@@ -42,7 +42,9 @@ def test_the_unknown_operator_error_lists_the_known_ones_of_its_kind():
 
 
 def test_a_path_that_is_not_the_named_operator_is_refused(monkeypatch):
-    monkeypatch.setattr(registry, "_PATHS", dict(registry._PATHS))  # no name left behind
+    # no name left behind
+    monkeypatch.setattr(registry.OPERATORS, "_paths", dict(registry.OPERATORS._paths))
+    monkeypatch.setattr(registry, "_KINDS", dict(registry._KINDS))
     register_path(
         "test_misnamed", NodeKind.transform, "operators.transform.advantage:GRPO_ADVANTAGE"
     )

@@ -123,7 +123,9 @@ def test_tools_load_by_builtin_name_or_module_path():
         AgentParams(model_path="m", tools=["python", "tests.support.agent_envs:lookup"])
     )
     assert [tool_schema(t)["function"]["name"] for t in tools] == ["python", "lookup"]
-    with pytest.raises(SpecError, match=r"tools.0: unknown tool 'pyhton' \(built in: python"):
+    with pytest.raises(
+        SpecError, match=r"tools.0: unknown tool 'pyhton' \(known: python; or module:function"
+    ):
         AgentParams(model_path="m", tools=["pyhton"])
     with pytest.raises(
         SpecError, match="tools.0: module 'tests.support.agent_envs' has no attribute"
