@@ -230,8 +230,9 @@ def run_bare(task: Path, work: Work) -> Result:
     """HF generate + reward + GRPO advantages + PPO-clip token-mean loss + AdamW, inline."""
     from transformers import AutoTokenizer
 
+    from operators.algorithms.logprobs import token_logprobs
+    from operators.algorithms.policy_losses import ppo_clip_loss
     from operators.model.hf import load_causal_lm
-    from operators.train.loss import ppo_clip_loss, token_logprobs
     from operators.transform.advantage import grpo_advantages
 
     tokenizer = AutoTokenizer.from_pretrained(task / "model")

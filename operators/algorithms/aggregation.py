@@ -57,3 +57,9 @@ def seq_mean_token_mean(losses: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
 LOSS_AGGREGATIONS.add("token-mean", LossAggregation(masked_mean, Unit.token))
 LOSS_AGGREGATIONS.add("seq-mean-token-sum", LossAggregation(seq_mean_token_sum, Unit.sequence))
 LOSS_AGGREGATIONS.add("seq-mean-token-mean", LossAggregation(seq_mean_token_mean, Unit.sequence))
+
+
+def aggregate(losses: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean") -> torch.Tensor:
+    """Reduce per-token losses to a scalar with a registered `loss_agg_mode`: token-mean,
+    seq-mean-token-sum, seq-mean-token-mean."""
+    return LOSS_AGGREGATIONS.get(mode)(losses, mask)

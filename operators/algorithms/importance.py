@@ -21,7 +21,6 @@ from enum import StrEnum
 import torch
 
 from operators.algorithms.aggregation import masked_mean
-from operators.train.loss import capped_ratio
 
 
 class ISLevel(StrEnum):
@@ -48,6 +47,11 @@ class ISConfig:
     mode: ISMode = ISMode.truncate
     cap: float = 2.0  # upper bound of the weight
     low: float = 0.0  # mask mode: ratios below this are dropped too
+
+
+def capped_ratio(log_ratio: torch.Tensor, cap: float) -> torch.Tensor:
+    """exp(log_ratio), truncated at `cap` (the log ratio is clamped at 20 first)."""
+    return log_ratio.clamp(max=20.0).exp().clamp(max=cap)
 
 
 def _log_ratio(

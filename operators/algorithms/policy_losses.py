@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from operators.algorithms.aggregation import masked_mean
-from operators.train.loss import aggregate, ppo_clip_loss
+from operators.algorithms.aggregation import aggregate, masked_mean
 from rldag.graph.registry import Registry
 
 
@@ -35,6 +34,52 @@ PolicyLoss = Callable[
     LossOutput,
 ]
 POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss")
+
+
+def _finish(
+    losses: torch.Tensor,
+    clipped: torch.Tensor,
+    log_ratio: torch.Tensor,
+    mask: torch.Tensor,
+    loss_agg_mode: str,
+    weights: torch.Tensor | None,
+) -> LossOutput:
+    """Weight, aggregate, and report the clip fraction and approx KL."""
+    if weights is not None:
+        losses = losses * weights.detach()
+    clipfrac = masked_mean(clipped.float(), mask).detach()
+    approx_kl = masked_mean(-log_ratio, mask).detach()
+    return aggregate(losses, mask, loss_agg_mode), clipfrac, approx_kl
+
+
+def ppo_clip_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_ratio_low: float = 0.2,
+    clip_ratio_high: float = 0.2,
+    clip_ratio_c: float | None = None,
+    loss_agg_mode: str = "token-mean",
+    weights: torch.Tensor | None = None,
+) -> LossOutput:
+    """PPO clipped surrogate with separate low/high ratios and optional dual clip.
+
+    `advantages` is per token (a sequence advantage broadcast over its tokens); `weights`
+    (per token, e.g. behaviour importance weights) scale each token's loss.
+    Returns (loss, clip fraction, approx KL old->new as mean of old_logp - logp).
+    """
+    log_ratio = (logp - old_logp).clamp(-20.0, 20.0)
+    ratio = log_ratio.exp()
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - clip_ratio_low, 1.0 + clip_ratio_high)
+    losses = torch.maximum(unclipped, clipped)
+    was_clipped = clipped > unclipped
+    if clip_ratio_c is not None:
+        dual = torch.minimum(losses, -advantages * clip_ratio_c)
+        losses = torch.where(advantages < 0, dual, losses)
+    return _finish(losses, was_clipped, log_ratio, mask, loss_agg_mode, weights)
 
 
 @POLICY_LOSSES.register("ppo", "vanilla")
@@ -60,22 +105,6 @@ def ppo_loss(
     )
 
 
-def _finish(
-    losses: torch.Tensor,
-    clipped: torch.Tensor,
-    log_ratio: torch.Tensor,
-    mask: torch.Tensor,
-    config: PolicyLossConfig,
-    weights: torch.Tensor | None,
-) -> LossOutput:
-    """Weight, aggregate, and report the clip fraction and approx KL."""
-    if weights is not None:
-        losses = losses * weights.detach()
-    clipfrac = masked_mean(clipped.float(), mask).detach()
-    approx_kl = masked_mean(-log_ratio, mask).detach()
-    return aggregate(losses, mask, config.loss_agg_mode), clipfrac, approx_kl
-
-
 @POLICY_LOSSES.register("gspo")
 def gspo_loss(
     logp: torch.Tensor,
@@ -98,7 +127,7 @@ def gspo_loss(
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1.0 - config.clip_ratio_low, 1.0 + config.clip_ratio_high)
     losses = torch.maximum(unclipped, clipped)
-    return _finish(losses, clipped > unclipped, log_ratio, mask, config, weights)
+    return _finish(losses, clipped > unclipped, log_ratio, mask, config.loss_agg_mode, weights)
 
 
 @POLICY_LOSSES.register("cispo")
@@ -118,4 +147,6 @@ def cispo_loss(
     low, high = 1.0 - config.clip_ratio_low, 1.0 + config.clip_ratio_high
     is_weight = ratio.clamp(low, high).detach()
     losses = -advantages * is_weight * logp
-    return _finish(losses, (ratio < low) | (ratio > high), log_ratio, mask, config, weights)
+    return _finish(
+        losses, (ratio < low) | (ratio > high), log_ratio, mask, config.loss_agg_mode, weights
+    )

@@ -25,15 +25,15 @@ import pyarrow.compute as pc
 import torch
 from omegaconf import MISSING
 
-from operators.algorithms.aggregation import LOSS_AGGREGATIONS, Unit
+from operators.algorithms.aggregation import LOSS_AGGREGATIONS, Unit, masked_mean
 from operators.algorithms.importance import ISConfig, ISLevel, ISMode, importance_weights
 from operators.algorithms.kl import KL_ESTIMATORS
+from operators.algorithms.logprobs import entropy_from_logits, token_logprobs
 from operators.algorithms.policy_losses import POLICY_LOSSES, PolicyLossConfig
 from operators.model.hf import load_causal_lm
 from operators.train import distributed as dist_utils
 from operators.train import lora as lora_utils
 from operators.train.batch import PackedBatch, pack
-from operators.train.loss import entropy_from_logits, masked_mean, token_logprobs
 from operators.train.micro_batches import plan_micro_batches
 from operators.train.policy_state import PolicyState
 from operators.train.prefix_forward import response_logits, supports_shared_prefix

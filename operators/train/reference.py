@@ -9,9 +9,9 @@ import pyarrow as pa
 import torch
 from omegaconf import MISSING
 
+from operators.algorithms.logprobs import token_logprobs
 from operators.model.hf import load_causal_lm
 from operators.train.batch import PackedBatch, pack
-from operators.train.loss import token_logprobs
 from operators.train.micro_batches import plan_micro_batches
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
 from rldag.config.spec import NodeKind, PoolName, check_positive

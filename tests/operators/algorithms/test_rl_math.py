@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from operators.train.loss import aggregate, kl_penalty, ppo_clip_loss, token_logprobs
+from operators.algorithms.aggregation import aggregate
+from operators.algorithms.importance import capped_ratio
+from operators.algorithms.kl import KL_ESTIMATORS
+from operators.algorithms.logprobs import token_logprobs
+from operators.algorithms.policy_losses import ppo_clip_loss
 from operators.transform.advantage import grpo_advantages
 
 
@@ -88,25 +92,23 @@ def test_token_mean_ignores_padding_and_weights_tokens_equally():
 def test_kl_estimators_by_hand():
     logp, ref = torch.tensor([0.0, math.log(2.0)]), torch.tensor([math.log(2.0), 0.0])
     torch.testing.assert_close(
-        kl_penalty(logp, ref, "k1"), torch.tensor([-math.log(2), math.log(2)])
+        KL_ESTIMATORS.get("k1")(logp, ref), torch.tensor([-math.log(2), math.log(2)])
     )
-    torch.testing.assert_close(kl_penalty(logp, ref, "abs"), torch.tensor([math.log(2)] * 2))
+    torch.testing.assert_close(KL_ESTIMATORS.get("abs")(logp, ref), torch.tensor([math.log(2)] * 2))
     torch.testing.assert_close(
-        kl_penalty(logp, ref, "k2"), torch.tensor([0.5 * math.log(2) ** 2] * 2)
+        KL_ESTIMATORS.get("k2")(logp, ref), torch.tensor([0.5 * math.log(2) ** 2] * 2)
     )
     # k3 = r - log r - 1 with r = ref/p: r=2 -> 1 - ln2 ; r=1/2 -> ln2 - 0.5
     torch.testing.assert_close(
-        kl_penalty(logp, ref, "k3"), torch.tensor([1 - math.log(2), math.log(2) - 0.5])
+        KL_ESTIMATORS.get("k3")(logp, ref), torch.tensor([1 - math.log(2), math.log(2) - 0.5])
     )
-    assert kl_penalty(logp, logp, "k3").abs().max().item() == 0.0
+    assert KL_ESTIMATORS.get("k3")(logp, logp).abs().max().item() == 0.0
 
 
-def test_behaviour_weights_are_capped_ratios():
-    from operators.train.loss import behaviour_weights
-
+def test_capped_ratios_truncate_at_the_cap():
     prox = torch.tensor([[0.0, 0.0, math.log(10.0)]])
     behav = torch.tensor([[0.0, math.log(2.0), 0.0]])
-    got = behaviour_weights(prox, behav, cap=5.0)
+    got = capped_ratio(prox - behav, cap=5.0)
     torch.testing.assert_close(got, torch.tensor([[1.0, 0.5, 5.0]]))
 
 
