@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from operators.rollout.decoder import Prefill, prefill_chunks
+from operators.rollout.decoding import Prefill, prefill_chunks
 from operators.rollout.group import Group
 from operators.rollout.prefix_store import shared_prefix
 from operators.rollout.stops import StopStrings

@@ -31,7 +31,7 @@ import torch
 
 from operators.rollout import dedup
 from operators.rollout.admission import SlotAdmission
-from operators.rollout.decoder import Decoder, prefill_chunks
+from operators.rollout.decoding import Decoder, prefill_chunks
 from operators.rollout.group import Group, filters
 from operators.rollout.kv_cache import SlotKVCache
 from operators.rollout.prefix_store import Kept, PrefixStore

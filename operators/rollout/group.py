@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from operators.rollout.decoder import Prefill
+from operators.rollout.decoding import Prefill
 from operators.rollout.sampling import Completion, SamplingParams
 from operators.rollout.weight_update import VersionStarts
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
-from operators.rollout.decoder import Prefill
+from operators.rollout.decoding import Prefill
 from operators.rollout.kv_cache import SlotKVCache
 
 __all__ = ["HFDecoder"]

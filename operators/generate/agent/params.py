@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from operators.generate.agent.factory import check_environment
+from operators.generate.agent.parsers import tool_parser
 from operators.generate.policy_engine import EngineParams
 from rldag.config.spec import check_choice, check_positive
 
@@ -75,8 +77,5 @@ class AgentParams(EngineParams):
         check_choice("env_hosting", self.env_hosting, tuple(EnvHosting))
         self.env_hosting = EnvHosting(self.env_hosting)
         check_choice("sandbox_isolation", self.sandbox_isolation, ("full", "none"))
-        from operators.generate.agent.factory import check_environment  # it imports these params
-        from operators.generate.agent.parsers import tool_parser
-
         tool_parser(self.tool_parser)
         check_environment(self)

@@ -19,7 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.generate.agent.environment import Message
+from operators.generate.agent.factory import load_tools
 from operators.generate.agent.render import ConversationTokens, TemplateError, first_difference
+from operators.generate.agent.tools import tool_schema
 from operators.model.prompts import render_chat
 from operators.model.tokenizer_checks import (
     require_chat_template,
@@ -174,9 +176,6 @@ def check_agent_template(params: Any) -> None:
     """The preflight of a multi-turn operator whose params have ``model_path`` and ``tools``
     (a tool environment: their schemas go to the template; otherwise the sample calls a
     ``python`` tool)."""
-    from operators.generate.agent.factory import load_tools
-    from operators.generate.agent.tools import tool_schema
-
     tools = load_tools(params) if getattr(params, "tools", None) else []
     schemas = [tool_schema(t) for t in tools] or None
     check_model_template(

@@ -81,10 +81,10 @@ def test_decode_attention_paths_match_hf(
 ) -> None:
     """Short spans attend elementwise over the position-major cache, long ones through SDPA;
     both give HF's greedy tokens (GQA model, prompts of different lengths in one batch)."""
-    from operators.rollout import decoder
+    from operators.rollout import llama_decoder
 
     if path == "sdpa":
-        monkeypatch.setattr(decoder, "ELEMENTWISE_LIMIT", 0)
+        monkeypatch.setattr(llama_decoder, "ELEMENTWISE_LIMIT", 0)
     results = TorchEngine(qwen).generate(PROMPTS, SamplingParams(temperature=0, max_new_tokens=12))
     for prompt, group in zip(PROMPTS, results, strict=True):
         assert group[0].token_ids == _hf_greedy(qwen, prompt, 12)
