@@ -247,10 +247,3 @@ class RolloutClient:
 
     def resume(self) -> None:
         self._post_all("/continue_generation")
-
-    def weight_versions(self) -> dict[str, str]:
-        """``/get_weight_version`` of every live server."""
-        return {
-            url: self._http.get(f"{url}/get_weight_version").json()["weight_version"]
-            for url in self.alive
-        }

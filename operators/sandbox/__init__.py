@@ -17,10 +17,11 @@ from operators.sandbox.extract import extract_program
 from operators.sandbox.host import check_host
 from operators.sandbox.pool import Job, Sandbox
 from operators.sandbox.slot import SandboxUnavailable
-from operators.sandbox.spec import ExecResult, IOCase, SandboxLimits, TestSpec
+from operators.sandbox.spec import ExecResult, ExecStatus, IOCase, SandboxLimits, TestSpec
 
 __all__ = [
     "ExecResult",
+    "ExecStatus",
     "IOCase",
     "Job",
     "Sandbox",

@@ -15,7 +15,7 @@ from typing import Any
 from operators.sandbox import host
 from operators.sandbox.judge import compile_tests, judge, output_matches
 from operators.sandbox.slot import Reply, SandboxUnavailable, Slot, SlotBroken
-from operators.sandbox.spec import ExecResult, SandboxLimits, TestSpec
+from operators.sandbox.spec import ExecResult, ExecStatus, SandboxLimits, TestSpec
 
 log = logging.getLogger("rldag.sandbox")
 ISOLATIONS = ("full", "none")
@@ -134,7 +134,7 @@ class Sandbox:
         try:
             compiled = compile_tests(tests.asserts, tests.entry_point)
         except SyntaxError as exc:
-            return ExecResult("refused", None, "", "", 0, 0, 0.0, detail=f"tests: {exc}")
+            return ExecResult(ExecStatus.refused, None, "", "", detail=f"tests: {exc}")
         job = {
             "mode": "asserts",
             "program": program,
@@ -155,11 +155,11 @@ class Sandbox:
             reply = self._execute({"mode": "plain", "program": program, "stdin": case.input})
             res = self._result(reply)
             results.append(res)
-            if res.exec_status == "ok" and output_matches(res.stdout, case.output):
+            if res.exec_status == ExecStatus.ok and output_matches(res.stdout, case.output):
                 passed += 1
-            if res.exec_status in ("timeout", "refused"):
+            if res.exec_status in (ExecStatus.timeout, ExecStatus.refused):
                 break  # the remaining cases count as failed
-        shown = next((r for r in results if r.exec_status != "ok"), results[-1])
+        shown = next((r for r in results if r.exec_status != ExecStatus.ok), results[-1])
         return ExecResult(
             exec_status=shown.exec_status,
             exit_code=shown.exit_code,
@@ -176,13 +176,14 @@ class Sandbox:
         payload = json.dumps(job, ensure_ascii=False).encode("utf-8", "surrogatepass")
         if len(payload) > self.limits.max_program_bytes:
             detail = f"program, tests and stdin exceed {self.limits.max_program_bytes} bytes"
-            return ExecResult("refused", None, "", "", detail=detail)
+            return ExecResult(ExecStatus.refused, None, "", "", detail=detail)
         slot = self._idle.get()
         try:
             return slot.execute(payload, self.limits.wall_seconds + _REPLY_GRACE)
         except SlotBroken as exc:
             slot.kill()
-            return ExecResult("killed", None, "", "", detail=f"sandbox slot failed: {exc}")
+            detail = f"sandbox slot failed: {exc}"
+            return ExecResult(ExecStatus.killed, None, "", "", detail=detail)
         finally:
             self._recycle(slot)
 
@@ -207,13 +208,13 @@ class Sandbox:
             detail = f"output limit of {self.limits.max_output_bytes} bytes exceeded"
         elif "memory_limit" in h["flags"]:
             detail = f"memory limit of {self.limits.memory_mb} MB (all processes) exceeded"
-        elif h["status"] == "timeout":
+        elif h["status"] == ExecStatus.timeout:
             detail = "wall-clock or CPU time limit exceeded"
         code = h["exit_code"] if h["signal"] is None else -h["signal"]
         if h.get("recycle"):
             detail = (detail + "; " if detail else "") + "scratch not cleanable, slot recycled"
         return ExecResult(
-            exec_status=h["status"],
+            exec_status=ExecStatus(h["status"]),
             exit_code=code,
             stdout=reply.stdout.decode("utf-8", "replace"),
             stderr=stderr,

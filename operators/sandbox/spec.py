@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
-EXEC_STATUSES = ("ok", "error", "timeout", "killed", "refused")
+
+class ExecStatus(StrEnum):
+    """How a sandboxed program ended (the ``exec_status`` column). The zygote, loaded by
+    source inside the sandbox, reports the first four by these same values."""
+
+    ok = "ok"  # exited 0
+    error = "error"  # non-zero exit, e.g. an exception
+    timeout = "timeout"  # wall or CPU limit
+    killed = "killed"  # signal, output or memory limit, or a broken sandbox slot
+    refused = "refused"  # never ran (bad tests, program too large)
 
 
 @dataclass(frozen=True)
@@ -113,13 +123,9 @@ def _text(value: Any) -> str:
 
 @dataclass
 class ExecResult:
-    """The outcome of one sandboxed program, with the sandbox columns of DESIGN.md.
+    """The outcome of one sandboxed program, with the sandbox columns of DESIGN.md."""
 
-    exec_status: ok (exited 0) | error (non-zero exit, e.g. an exception) | timeout (wall or
-    CPU limit) | killed (signal, output limit, or a broken sandbox slot) | refused (never ran).
-    """
-
-    exec_status: str
+    exec_status: ExecStatus
     exit_code: int | None
     stdout: str
     stderr: str

@@ -68,9 +68,3 @@ def release_uid(uid: int | None) -> None:
         fd = _held.pop(uid, None)
     if fd is not None:
         os.close(fd)  # closing the only descriptor drops the flock
-
-
-def held_uids() -> frozenset[int]:
-    """The slot uids this process's slots hold now."""
-    with _lock:
-        return frozenset(_held)

@@ -20,17 +20,6 @@ from operators.train.batch import PackedBatch
 MIN_SAVING = 0.25  # a split must remove this share of the plan's padded tokens
 
 
-def padded_tokens(
-    rows: int, groups: int, prompt: int, response: int, sequence: int, shared: bool
-) -> int:
-    """Tokens one forward processes, padding included, for `rows` rows of `groups` distinct
-    prompts, longest prompt, response and prompt + response: the full sequences (plain), or
-    each distinct prompt once plus the responses but their last token (shared)."""
-    if shared:
-        return groups * prompt + rows * max(response - 1, 1)
-    return rows * sequence
-
-
 def _prefix_costs(rows: np.ndarray, lens: tuple[np.ndarray, ...], shared: bool) -> np.ndarray:
     """Padded tokens of each prefix ``rows[:k + 1]`` (``lens``: prompt lengths, response
     lengths and group ids of all rows)."""

@@ -11,7 +11,7 @@ import pytest
 
 from examples.tiny_task import CodeTaskParams, build_tiny_task, is_built
 from examples.tiny_task.__main__ import main as tiny_task_main
-from operators.sandbox.spec import EXEC_STATUSES
+from operators.sandbox.spec import ExecStatus
 from rldag.config.spec import load_pipeline
 from rldag.engine.run import Run
 from rldag.graph.dag import build_graph
@@ -54,7 +54,7 @@ def test_code_sandbox_example_runs_and_scores_by_pass_rate(
             assert column in executed.column_names, column
         rows = executed.to_pylist()
         assert all(r["tests_total"] > 0 for r in rows)
-        assert {r["exec_status"] for r in rows} <= set(EXEC_STATUSES)
+        assert {r["exec_status"] for r in rows} <= set(ExecStatus)
         assert all(r["data_source"] == "code" for r in rows)
         for r in rows:  # responses are the decoded response ids, non-empty text
             assert r["response"].strip()

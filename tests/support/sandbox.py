@@ -9,12 +9,18 @@ import threading
 import uuid
 from pathlib import Path
 
-from operators.sandbox import SandboxLimits
-from operators.sandbox.uids import held_uids
+from operators.sandbox import SandboxLimits, uids
 
 LIMITS = SandboxLimits(
     wall_seconds=1.5, cpu_seconds=1.5, memory_mb=192, max_processes=12, max_output_bytes=32768
 )
+
+
+def held_uids() -> frozenset[int]:
+    """The slot uids this process's sandbox slots hold now: a test-only look at the library's
+    private state, in this one place."""
+    with uids._lock:
+        return frozenset(uids._held)
 
 
 def marker() -> str:

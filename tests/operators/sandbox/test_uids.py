@@ -9,6 +9,7 @@ import os
 import pytest
 
 from operators.sandbox import uids
+from tests.support.sandbox import held_uids
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="slot uids are allocated as root")
 
@@ -38,4 +39,4 @@ def test_another_process_never_gets_a_held_uid_and_gets_it_once_its_holder_exits
         assert again == held
     finally:
         uids.release_uid(again)
-    assert again not in uids.held_uids()
+    assert again not in held_uids()
