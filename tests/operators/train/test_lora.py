@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from flows.cli import main
+from operators.algorithms.logprobs import token_logprobs
 from operators.generate.single_turn import GenerateParams, TorchGenerate
 from operators.model.lora_weights import base_weights, is_adapter_key, merge, nbytes
 from operators.rollout.engine_loop import EngineLoop
@@ -27,7 +28,6 @@ from operators.rollout.weights import save_checkpoint
 from operators.train import distributed as dist_utils
 from operators.train.batch import pack
 from operators.train.lora import LoraParams
-from operators.train.loss import token_logprobs
 from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
 from operators.train.prefix_forward import response_logits
 from rldag.config.errors import SpecError

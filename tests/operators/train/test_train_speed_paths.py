@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 import torch
 
+from operators.algorithms.logprobs import token_logprobs
 from operators.train.batch import pack
-from operators.train.loss import token_logprobs
 from operators.train.micro_batches import plan_micro_batches
 from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
