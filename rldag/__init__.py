@@ -18,6 +18,7 @@ from rldag.config.spec import NodeKind, PoolName, check_choice, check_positive
 from rldag.engine.metrics import with_reported_metrics
 from rldag.graph.operator import NodeContext, OperatorDef, PoolReservation, Port
 from rldag.graph.registry import (
+    Registry,
     import_target,
     register,
     register_adapter,
@@ -42,6 +43,7 @@ __all__ = [
     "PoolName",
     "PoolReservation",
     "Port",
+    "Registry",
     "RowError",
     "RunError",
     "SpecError",

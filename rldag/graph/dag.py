@@ -62,7 +62,9 @@ class Graph:
 
 def _resolve_node(name: str, spec: NodeSpec, where: str) -> tuple[OperatorDef, object]:
     try:
-        op = resolve(spec.op, spec.kind)
+        op = resolve(
+            spec.op, spec.kind, f"{where}: nodes.{name}.op" if where else f"nodes.{name}.op"
+        )
     except GraphError as err:
         raise GraphError(err.message, path=f"nodes.{name}.op", where=where) from None
     params = spec.params

@@ -14,11 +14,13 @@ import importlib
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
 from rldag.config.errors import GraphError, InputError, SpecError, UnknownNameError, describe
+from rldag.config.moved import MovedPathWarning, moved, warn_moved
 from rldag.config.spec import NodeKind
 from rldag.graph.operator import OperatorDef
 
@@ -135,7 +137,7 @@ class Registry(Generic[T]):
 
     def _import(self, path: str, accept: Accept[T], key: str) -> T:
         try:
-            found = import_target(path)
+            found = import_target(path, key)
         except GraphError as err:
             raise UnknownNameError(err.message, path=key) from None
         try:
@@ -156,10 +158,17 @@ class Registry(Generic[T]):
                 yield name, self._imported.get(name, self._paths[name][0])
 
 
-def import_target(path: str) -> Any:
+def import_target(path: str, key: str = "") -> Any:
     """Import `module:attr` with the working directory importable, as `python -m` does.
 
-    Every `module:attr` a user writes (operators, every Registry) is resolved here."""
+    Every `module:attr` a user writes (operators, every Registry) is resolved here; a path
+    whose module moved is followed, with a MovedPathWarning naming `key` and the new path."""
+    new = moved(path)
+    if new is not None:
+        warn_moved(path, new, key)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MovedPathWarning)  # said once, above
+            return import_target(new)
     module_name, _, attr = path.partition(":")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -242,11 +251,12 @@ def _kind_of(name: str) -> NodeKind:
     return _KINDS[name] if name in _KINDS else OPERATORS.get(name).kind
 
 
-def resolve(op: str, kind: NodeKind) -> OperatorDef:
-    """The OperatorDef for a node's `op`: a registered name or a `module:function` path."""
+def resolve(op: str, kind: NodeKind, key: str = "") -> OperatorDef:
+    """The OperatorDef for a node's `op` (at key path `key`): a registered name or a
+    `module:function` path."""
     load_plugins()
     if ":" in op:
-        found = _user_operator(op, import_target(op), kind)
+        found = _user_operator(op, import_target(op, key), kind)
     elif op in OPERATORS:
         try:
             found = OPERATORS.get(op)

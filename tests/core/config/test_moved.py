@@ -51,9 +51,12 @@ def test_a_pipeline_written_before_the_move_validates_and_names_the_new_paths(
     assert result.returncode == 0, result.stderr
     warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert warned and all("moved to" in line for line in warned)
-    for line in old.splitlines():
-        if "operators.rewards.arithmetic:compute_score" in line:
-            assert any("'operators.score.rewards" in w for w in warned)
+    if "operators.rewards.arithmetic:compute_score" in old:  # named with its file and key
+        said = (
+            f"{path}: nodes.score.op: 'operators.rewards.arithmetic:compute_score' moved to "
+            "'operators.score.rewards.arithmetic:compute_score'"
+        )
+        assert any(said in line for line in warned), warned
 
 
 def test_an_old_python_import_works_and_warns() -> None:
