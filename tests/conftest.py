@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -12,6 +14,10 @@ import pytest
 import yaml
 
 from tests.support.paths import ROOT
+
+if TYPE_CHECKING:
+    from rldag.compute.in_process import NodeRunner
+    from tests.support.runs import StoredRunView
 
 # Seconds each test file took (setup, call and teardown of its tests), recorded by a run with
 # --record-durations. The longest files are collected first, so that `make test`'s two
@@ -89,6 +95,33 @@ def write_yaml(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture
+def run_pipeline(tmp_path: Path, write_yaml) -> Callable[..., StoredRunView]:
+    """tests.support.runs.run_pipeline with `storage.uri=file://<tmp_path>/runs` (overrides
+    after it win); a dict pipeline is written with write_yaml first."""
+    from tests.support import runs
+
+    def run(
+        pipeline: Path | dict,
+        *overrides: str,
+        iterations: int | None = None,
+        runner: NodeRunner | None = None,
+    ) -> StoredRunView:
+        path = write_yaml(pipeline) if isinstance(pipeline, dict) else pipeline
+        storage = f"storage.uri=file://{tmp_path}/runs"
+        return runs.run_pipeline(path, storage, *overrides, iterations=iterations, runner=runner)
+
+    return run
+
+
+@pytest.fixture
+def read_run() -> Callable[..., StoredRunView]:
+    """tests.support.runs.read_run: a stored run, by its directory or URI."""
+    from tests.support.runs import read_run
+
+    return read_run
 
 
 @pytest.fixture(scope="session")
