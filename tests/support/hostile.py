@@ -10,15 +10,10 @@ import textwrap
 import uuid
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from rldag.compute.in_process import InProcessPools
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
 from tests.support.pipelines import scoring_pipeline
+from tests.support.runs import StoredRunView, read_run, run_pipeline
 
 # A reward that scores a response "k" as k, except on sample 2 of dataset row 5 (prompt_id
 # 5 in iteration 1 with batch_size 4 and no shuffling; row 6 of that iteration's table),
@@ -57,25 +52,15 @@ def bad_row_pipeline(tmp_path: Path, dataset: Path, action: str, **score_params)
     return reward_pipeline(tmp_path, dataset, source, **score_params)
 
 
-def run_inline(path: Path) -> Path:
-    """Run the pipeline in this process (the inline driver); its run directory."""
-    loaded = load_pipeline(path)
-    run = Run.start(loaded, build_graph(loaded), runner=InProcessPools())
-    run.run_inline()
-    return Path(loaded.spec.storage.uri) / run.run_id
+def run_in_process(path: Path) -> StoredRunView:
+    """Run the pipeline in this process (the inline driver, every node in-process)."""
+    return run_pipeline(path, runner=InProcessPools())
 
 
-def only_run_dir(tmp_path: Path) -> Path:
+def only_run(tmp_path: Path) -> StoredRunView:
+    """The one run under `tmp_path/runs`."""
     (run_dir,) = (tmp_path / "runs").iterdir()
-    return run_dir
-
-
-def table(run_dir: Path, iteration: int, node: str) -> pa.Table:
-    return pq.read_table(run_dir / f"iter={iteration}" / f"{node}.parquet")
-
-
-def metrics(run_dir: Path, key: str) -> list[float]:
-    return pq.read_table(run_dir / "metrics.parquet")[key].to_pylist()
+    return read_run(run_dir)
 
 
 def rldag(*args: str, cwd: Path) -> subprocess.CompletedProcess:

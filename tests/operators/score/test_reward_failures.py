@@ -12,14 +12,7 @@ import numpy as np
 import pytest
 
 from rldag.config.errors import RunError
-from tests.support.hostile import (
-    bad_row_pipeline,
-    metrics,
-    only_run_dir,
-    reward_pipeline,
-    run_inline,
-    table,
-)
+from tests.support.hostile import bad_row_pipeline, only_run, reward_pipeline, run_in_process
 
 ROW = "row 6 (prompt_id 5, sample_idx 2)"
 
@@ -33,7 +26,7 @@ def _reward_modules_importable(tmp_path, monkeypatch):
 def _fails(write_yaml, tmp_path, dataset, action: str, **params) -> str:
     doc = bad_row_pipeline(tmp_path, dataset, action, **params)
     with pytest.raises(RunError) as info:
-        run_inline(write_yaml(doc))
+        run_in_process(write_yaml(doc))
     return str(info.value)
 
 
@@ -45,10 +38,10 @@ def test_a_raising_reward_fails_the_run_naming_node_iteration_row_and_function(
     assert ":compute_score raised ValueError: bad row (at " in message
     assert ".py:5 in compute_score)" in message  # the line that raised
     assert "nodes.score.params.on_error: zero or drop" in message
-    run_dir = only_run_dir(tmp_path)
-    assert (run_dir / "iter=0" / "advantage.parquet").is_file()  # iteration 0 is kept
-    assert not (run_dir / "iter=1" / "score.parquet").exists()
-    assert metrics(run_dir, "score/score/errors") == [0.0]
+    run = only_run(tmp_path)
+    assert (run.run_dir / "iter=0" / "advantage.parquet").is_file()  # iteration 0 is kept
+    assert not (run.run_dir / "iter=1" / "score.parquet").exists()
+    assert run.metric("score/score/errors") == [0.0]
 
 
 @pytest.mark.parametrize(
@@ -72,17 +65,17 @@ def test_a_reward_that_returns_no_number_fails_saying_what_it_returned(
 
 def test_on_error_zero_gives_the_row_reward_0_and_counts_it(write_yaml, tmp_path, dataset):
     doc = bad_row_pipeline(tmp_path, dataset, "return None", on_error="zero")
-    run_dir = run_inline(write_yaml(doc))
-    scored = table(run_dir, 1, "score")
+    run = run_in_process(write_yaml(doc))
+    scored = run.table("score", 1)
     expected = [0.0, 1.0, 2.0, 3.0] * 4
     expected[6] = 0.0
     assert scored["reward"].to_pylist() == expected
     errors = scored["reward_error"].to_pylist()
     assert errors[6].startswith("returned None") and errors[:6] + errors[7:] == [""] * 15
-    assert table(run_dir, 0, "score")["reward_error"].to_pylist() == [""] * 16
-    assert metrics(run_dir, "score/score/errors") == [0.0, 1.0]
-    assert metrics(run_dir, "score/score/dropped") == [0.0, 0.0]
-    assert metrics(run_dir, "reward/mean") == [1.5, np.mean(expected)]
+    assert run.table("score", 0)["reward_error"].to_pylist() == [""] * 16
+    assert run.metric("score/score/errors") == [0.0, 1.0]
+    assert run.metric("score/score/dropped") == [0.0, 0.0]
+    assert run.metric("reward/mean") == [1.5, np.mean(expected)]
 
 
 def _grpo(rewards: list[float]) -> list[float]:
@@ -95,8 +88,8 @@ def test_on_error_drop_removes_the_row_and_grpo_uses_the_rest_of_its_group(
     write_yaml, tmp_path, dataset
 ):
     doc = bad_row_pipeline(tmp_path, dataset, 'raise KeyError("x")', on_error="drop")
-    run_dir = run_inline(write_yaml(doc))
-    advantage = table(run_dir, 1, "advantage")
+    run = run_in_process(write_yaml(doc))
+    advantage = run.table("advantage", 1)
     assert advantage.num_rows == 15
     ids, samples = advantage["prompt_id"].to_pylist(), advantage["sample_idx"].to_pylist()
     pairs = list(zip(ids, samples, strict=True))
@@ -109,8 +102,8 @@ def test_on_error_drop_removes_the_row_and_grpo_uses_the_rest_of_its_group(
     assert [advantage["advantage"][i].as_py() for i in full] == pytest.approx(
         _grpo([0.0, 1.0, 2.0, 3.0]), abs=1e-6
     )
-    assert metrics(run_dir, "score/score/errors") == [0.0, 1.0]
-    assert metrics(run_dir, "score/score/dropped") == [0.0, 1.0]
+    assert run.metric("score/score/errors") == [0.0, 1.0]
+    assert run.metric("score/score/dropped") == [0.0, 1.0]
 
 
 def test_on_error_drop_fails_when_no_row_is_left(write_yaml, tmp_path, dataset):
@@ -120,7 +113,7 @@ def test_on_error_drop_fails_when_no_row_is_left(write_yaml, tmp_path, dataset):
     """
     doc = reward_pipeline(tmp_path, dataset, source, on_error="drop")
     with pytest.raises(RunError) as info:
-        run_inline(write_yaml(doc))
+        run_in_process(write_yaml(doc))
     message = str(info.value)
     assert "node 'score' iteration 0: reward function user_reward_" in message
     assert "failed on all 16 rows, none is left" in message
@@ -132,12 +125,12 @@ def test_a_hanging_reward_is_stopped_after_timeout_s_and_the_run_goes_on(
 ):
     doc = bad_row_pipeline(tmp_path, dataset, "while True: pass", on_error="zero", timeout_s=0.5)
     start = time.monotonic()
-    run_dir = run_inline(write_yaml(doc))
+    run = run_in_process(write_yaml(doc))
     assert time.monotonic() - start < 30
-    scored = table(run_dir, 1, "score")
+    scored = run.table("score", 1)
     assert scored["reward_error"][6].as_py() == "timed out after 0.5 s (the call was stopped)"
     assert scored["reward"].to_pylist()[5:8] == [1.0, 0.0, 3.0]
-    assert metrics(run_dir, "score/score/errors") == [0.0, 1.0]
+    assert run.metric("score/score/errors") == [0.0, 1.0]
 
 
 def test_a_hanging_reward_fails_the_run_naming_the_row(write_yaml, tmp_path, dataset):
@@ -152,8 +145,8 @@ def test_timeout_s_0_calls_the_reward_in_the_node_process(write_yaml, tmp_path, 
         action = 'return {"score": 1.0, "pid": os.getpid()}'
         doc = bad_row_pipeline(tmp_path, dataset, action, timeout_s=timeout)
         doc["storage"]["uri"] = str(tmp_path / f"runs-{timeout}")
-        run_dir = run_inline(write_yaml(doc))
-        infos = table(run_dir, 1, "score")["reward_info"].to_pylist()
+        run = run_in_process(write_yaml(doc))
+        infos = run.table("score", 1)["reward_info"].to_pylist()
         pids[timeout] = int(infos[6].split('"pid": ')[1].rstrip("}"))
     assert pids[0] == os.getpid()
     assert pids[60] != os.getpid()
