@@ -4,7 +4,6 @@ adapter and merged model serving the same trained policy."""
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
@@ -13,7 +12,7 @@ from tests.support import learning_runs
 from tests.support.tolerances import rounding_atol
 
 
-def test_the_default_task_learns_with_lora(ray_local, tiny_task, tmp_path):
+def test_the_default_task_learns_with_lora(ray_local, tiny_task, tmp_path, read_run):
     """Measured from the shipped policy (bench/learning_spread.py --scenarios lora, seeds 0-4
     under AVX-512 and AVX2 kernels, seeds 0-2 under scalar ones, 13 runs, 2026-12): first 3
     0.141-0.173, last 3 0.432-0.539, 2.87-3.39x (the earlier bar, 0.5, failed 5 of them)."""
@@ -24,7 +23,7 @@ def test_the_default_task_learns_with_lora(ray_local, tiny_task, tmp_path):
     assert first <= 0.3, curve.values
     assert last >= 0.38 and last >= 2 * first, curve.values
 
-    metrics = pq.read_table(curve.run_dir / "metrics.parquet").to_pylist()
+    metrics = read_run(curve.run_dir).metrics()
     hf = curve.run_dir / "hf" / "train"
     adapter = load_file(hf / "adapter_model.safetensors")
     base = AutoModelForCausalLM.from_pretrained(tiny_task / "model")

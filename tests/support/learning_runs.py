@@ -18,10 +18,8 @@ import pyarrow.parquet as pq
 
 from examples.tiny_task import build_tiny_task
 from examples.tiny_task.reward_model import build_tiny_reward_model
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
+from tests.support.runs import StoredRunView, run_pipeline
 
 CACHE = ROOT / ".cache"
 
@@ -41,26 +39,17 @@ class Curve:
         return statistics.mean(self.values[-n:])
 
 
-def run_inline(pipeline: Path, runs: Path, task: Path, *overrides: str) -> Run:
+def on_task(pipeline: Path, runs: Path, task: Path, *overrides: str) -> StoredRunView:
     """`pipeline` run inline (the Run the flow uses) on the tiny task built in `task`."""
     model, prompts = task / "model", task / "train.parquet"
     paths = [f"storage.uri={runs}", f"model.path={model}", f"nodes.prompts.params.path={prompts}"]
-    loaded = load_pipeline(pipeline, [*paths, *overrides])
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline()
-    run.close()
-    return run
-
-
-def metric(run: Run, column: str = "reward/mean") -> list[float]:
-    """A column of the run's `metrics.parquet`, one value per iteration."""
-    return pq.read_table(Path(run.uri) / "metrics.parquet")[column].to_pylist()
+    return run_pipeline(pipeline, *paths, *overrides)
 
 
 def rewards(pipeline: Path, runs: Path, task: Path, *overrides: str) -> Curve:
     """The sampled reward per iteration of `pipeline` on `task`."""
-    run = run_inline(pipeline, runs, task, *overrides)
-    return Curve(metric(run), Path(run.uri))
+    run = on_task(pipeline, runs, task, *overrides)
+    return Curve(run.metric("reward/mean"), run.run_dir)
 
 
 def default(runs: Path, *overrides: str) -> Curve:
@@ -134,7 +123,7 @@ def reward_model(runs: Path, *overrides: str) -> Curve:
     task = build_tiny_task(CACHE / "tiny")
     rm = build_tiny_reward_model(CACHE / "tiny_rm")
     pipeline = ROOT / "examples" / "reward_model.yaml"
-    run = run_inline(
+    run = on_task(
         pipeline,
         runs,
         task,
@@ -146,7 +135,7 @@ def reward_model(runs: Path, *overrides: str) -> Curve:
     right: list[float] = []
     too_long: list[float] = []
     for i in range(RM_ITERATIONS):
-        rows = pq.read_table(Path(run.uri) / f"iter={i}" / "score.parquet").to_pylist()
+        rows = run.table("score", i).to_pylist()
         correct = [compute_score("", r["response"], r["ground_truth"]) for r in rows]
         accuracy.append(statistics.mean(correct))
         if i >= RM_ITERATIONS - 3:
@@ -157,7 +146,7 @@ def reward_model(runs: Path, *overrides: str) -> Curve:
         "right_reward": statistics.mean(right) if right else nan,
         "too_long_reward": statistics.mean(too_long) if too_long else nan,
     }
-    return Curve(accuracy, Path(run.uri), extra)
+    return Curve(accuracy, run.run_dir, extra)
 
 
 SCENARIOS: dict[str, Callable[..., Curve]] = {
