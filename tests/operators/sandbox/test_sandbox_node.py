@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
+from tests.support.runs import drive_inline, start_run
 from tests.support.sandbox import SANDBOX_COLUMNS
 
 TESTS = "assert add(1, 2) == 3\nassert add(-1, 1) == 0\n"
@@ -66,19 +63,17 @@ def code_pipeline(tmp_path, write_yaml):
 
 
 def test_sandbox_node_scores_by_pass_rate_and_stores_columns(ray_local, code_pipeline):
-    loaded = load_pipeline(code_pipeline)
-    graph = build_graph(loaded)
-    assert graph.nodes["execute"].pool == "environment"
-    run = Run.start(loaded, graph)
-    run.run_inline(1)
-    table = pq.read_table(Path(run.uri) / "iter=0" / "score.parquet")
+    run = start_run(code_pipeline)
+    assert run.graph.nodes["execute"].pool == "environment"
+    stored = drive_inline(run, 1)
+    table = stored.table("score", 0)
     assert table["tests_total"].to_pylist() == [2, 2, 2, 2]
     assert table["tests_passed"].to_pylist() == [2, 1, 0, 1]
     assert table["reward"].to_pylist() == [1.0, 0.5, 0.0, 0.5]
     assert table["exec_status"].to_pylist()[0] == "ok"
     assert table["stdout"].to_pylist()[3] == "blocked\n"  # /etc/shadow is not there
-    stored = pq.read_table(Path(run.uri) / "iter=0" / "execute.parquet")
-    assert set(SANDBOX_COLUMNS) <= set(stored.column_names)
+    executed = stored.table("execute", 0)
+    assert set(SANDBOX_COLUMNS) <= set(executed.column_names)
 
 
 def test_sandbox_cli_prints_the_result_as_json(tmp_path):

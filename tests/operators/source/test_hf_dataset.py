@@ -9,13 +9,11 @@ import json
 from pathlib import Path
 
 import datasets
-import pyarrow.parquet as pq
 import pytest
 
 from operators.source.hf_dataset import HfDatasetParams, HfDatasetSource, hf_dataset_schema
 from rldag.config.errors import InputError
 from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
 from rldag.graph.dag import build_graph
 from rldag.graph.operator import NodeContext
 from tests.support.pipelines import scoring_pipeline
@@ -159,12 +157,10 @@ def _pipeline(write_yaml, path: Path, tmp_path: Path, **params) -> Path:
     return write_yaml(doc)
 
 
-def test_a_pipeline_runs_over_a_saved_dataset(write_yaml, saved_dict, tmp_path):
-    loaded = load_pipeline(_pipeline(write_yaml, saved_dict, tmp_path))
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline(2)
+def test_a_pipeline_runs_over_a_saved_dataset(write_yaml, saved_dict, tmp_path, run_pipeline):
+    run = run_pipeline(_pipeline(write_yaml, saved_dict, tmp_path), iterations=2)
     for i in range(2):
-        scored = pq.read_table(tmp_path / "runs" / run.run_id / f"iter={i}" / "score.parquet")
+        scored = run.table("score", i)
         for row in scored.select(["prompt", "ground_truth"]).to_pylist():
             a, b = row["prompt"].rstrip("=").split("+")  # the mapped question and answer
             assert int(a) + int(b) == int(row["ground_truth"])

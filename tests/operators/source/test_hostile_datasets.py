@@ -15,11 +15,9 @@ import pytest
 from flows.cli import main
 from rldag.compute.in_process import InProcessPools
 from rldag.config.errors import RunError
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.hostile import rldag
 from tests.support.pipelines import scoring_pipeline
+from tests.support.runs import drive_inline, start_run
 
 GOOD = {"data_source": "arithmetic", "ground_truth": "2", "extra_info": {"index": 0}}
 MESSAGES_TYPE = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -201,11 +199,10 @@ def test_a_file_that_turns_bad_after_validation_fails_naming_node_iteration_row(
     data = _jsonl(tmp_path, [_row("1+1="), _row("2+2=")])
     doc = scoring_pipeline(data, storage={"uri": str(tmp_path / "runs")}, ray={"enabled": False})
     doc["nodes"]["prompts"]["params"]["batch_size"] = 2  # the file's two rows
-    loaded = load_pipeline(write_yaml(doc))
-    run = Run.start(loaded, build_graph(loaded), runner=InProcessPools())  # validated
+    run = start_run(write_yaml(doc), runner=InProcessPools())  # validated
     _jsonl(tmp_path, [_row("1+1="), _row("  ")])  # then the file changes
     with pytest.raises(RunError) as info:
-        run.run_inline()
+        drive_inline(run)
     message = str(info.value)
     assert "node 'prompts' (iteration 0) failed" in message
     assert f"{data}: row 1 (line 2): column 'prompt' is an empty prompt" in message

@@ -8,13 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from operators.score.reward_service.combine import Combine, CombineMode, CombineParams, combined
 from rldag.config.errors import InputError, SchemaError
 from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
 from rldag.graph.dag import build_graph
 from rldag.graph.operator import NodeContext
 from tests.support.pipelines import scoring_pipeline
@@ -86,21 +84,17 @@ def _composed(dataset: Path, params: dict, tmp_path: Path | None = None) -> dict
     return doc
 
 
-def test_a_composed_reward_runs_and_reports_each_component(write_yaml, dataset, tmp_path):
+def test_a_composed_reward_runs_and_reports_each_component(dataset, tmp_path, run_pipeline):
     params = {"weights": {"correct": 2.0, "style": 0.5}}
-    loaded = load_pipeline(write_yaml(_composed(dataset, params, tmp_path)))
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline(2)
-    run.close()
+    run = run_pipeline(_composed(dataset, params, tmp_path), iterations=2)
     for i in range(2):
-        score = pq.read_table(Path(run.uri) / f"iter={i}" / "score.parquet")
-        out = pq.read_table(Path(run.uri) / f"iter={i}" / "reward.parquet")
+        score = run.table("score", i)
+        out = run.table("reward", i)
         expected = [2.0 * r + 0.5 * r for r in score["reward"].to_pylist()]
         assert out["reward"].to_pylist() == pytest.approx(expected)
         assert out["reward_correct"].to_pylist() == score["reward"].to_pylist()
-    metrics = pq.read_table(Path(run.uri) / "metrics.parquet").to_pylist()
-    for row, i in zip(metrics, range(2), strict=True):
-        score = pq.read_table(Path(run.uri) / f"iter={i}" / "score.parquet")
+    for row, i in zip(run.metrics(), range(2), strict=True):
+        score = run.table("score", i)
         mean = float(np.mean(score["reward"].to_numpy()))
         assert row["reward/correct"] == pytest.approx(mean)
         assert row["reward/style"] == pytest.approx(mean)

@@ -4,11 +4,9 @@ oversampled batch, counts in the metrics) and the soft overlong reward shaping."
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from flows.cli import main
@@ -26,7 +24,6 @@ from operators.transform.overlong_penalty import (
 from rldag.config.errors import InputError
 from rldag.config.spec import load_pipeline
 from rldag.engine.metrics import reported_metrics
-from rldag.engine.run import Run
 from rldag.graph.dag import build_graph
 from rldag.graph.operator import NodeContext
 from tests.support.paths import ROOT
@@ -230,29 +227,22 @@ def zero_variance_groups(table: pa.Table, column: str = "reward") -> set[int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("k", [0, 1])
-def test_dapo_pipeline_trains_only_on_informative_groups(tmp_path, k):
+def test_dapo_pipeline_trains_only_on_informative_groups(run_pipeline, k):
     iterations, train_groups, per_iteration = 3, 8, 12  # batch_size 8, oversample 1.5
-    loaded = load_pipeline(
+    run = run_pipeline(
         EXAMPLE,
-        [
-            f"iterations={iterations}",
-            "ray.enabled=false",
-            f"async.max_staleness={k}",
-            f"storage.uri=file://{tmp_path}/runs",
-            f"nodes.prompts.params.batch_size={train_groups}",
-        ],
+        f"iterations={iterations}",
+        "ray.enabled=false",
+        f"async.max_staleness={k}",
+        f"nodes.prompts.params.batch_size={train_groups}",
     )
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline()
-    run_dir = Path(run.uri.removeprefix("file://"))
-    metrics = pq.read_table(run_dir / "metrics.parquet").to_pylist()
+    metrics = run.metrics()
     assert [m["iteration"] for m in metrics] == list(range(iterations))
     for i, m in enumerate(metrics):
-        stored = run_dir / f"iter={i}"
-        prompts = pq.read_table(stored / "prompts.parquet")
+        prompts = run.table("prompts", i)
         assert prompts["prompt_id"].to_pylist() == list(range(i * 12, (i + 1) * 12))
-        scored = pq.read_table(stored / "score.parquet")
-        kept = pq.read_table(stored / "filter.parquet")
+        scored = run.table("score", i)
+        kept = run.table("filter", i)
         assert zero_variance_groups(kept) == set()
         informative = sorted(set(scored["prompt_id"].to_pylist()) - zero_variance_groups(scored))
         assert sorted(set(kept["prompt_id"].to_pylist())) == informative[:train_groups]
@@ -262,7 +252,7 @@ def test_dapo_pipeline_trains_only_on_informative_groups(tmp_path, k):
         total = m["dapo/kept_groups"] + m["dapo/dropped_groups"] + m["dapo/surplus_groups"]
         assert total == per_iteration
         assert m["dapo/kept_groups"] + m["dapo/short_groups"] == train_groups
-        trained = pq.read_table(stored / "advantage.parquet")
+        trained = run.table("advantage", i)
         assert trained.num_rows == kept.num_rows
         assert min(trained["policy_version"].to_pylist()) >= i - k
-        assert pq.read_table(stored / "train.parquet")["policy_version"][0].as_py() == i + 1
+        assert run.table("train", i)["policy_version"][0].as_py() == i + 1
