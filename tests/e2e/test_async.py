@@ -7,32 +7,28 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from flows.cli import main
 from rldag.compute.in_process import InProcessPools
-from rldag.config.spec import load_pipeline
 from rldag.engine.events import NodeFinished, NodeStarted, add_listener
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
+from tests.support.runs import StoredRunView, run_pipeline
 
 REFERENCE = ROOT / "tests/support/data/sync_reference.yaml"  # the tiny task, 4 iterations
 
 
-def run_reference(tmp_path: Path, *overrides: str, in_process: bool = False) -> Path:
-    loaded = load_pipeline(REFERENCE, [f"storage.uri=file://{tmp_path}/runs", *overrides])
-    run = Run.start(loaded, build_graph(loaded), InProcessPools() if in_process else None)
-    run.run_inline()
-    return Path(run.uri)
+def run_reference(tmp_path: Path, *overrides: str, in_process: bool = False) -> StoredRunView:
+    storage = f"storage.uri=file://{tmp_path}/runs"
+    runner = InProcessPools() if in_process else None
+    return run_pipeline(REFERENCE, storage, *overrides, runner=runner)
 
 
-def stored_rows(run_dir: Path, node: str, iterations: int = 4) -> dict[tuple, dict]:
+def stored_rows(run: StoredRunView, node: str, iterations: int = 4) -> dict[tuple, dict]:
     return {
         (i, r["prompt_id"], r["sample_idx"]): r
         for i in range(iterations)
-        for r in pq.read_table(run_dir / f"iter={i}" / f"{node}.parquet").to_pylist()
+        for r in run.table(node, i).to_pylist()
     }
 
 
@@ -44,7 +40,7 @@ METRICS = ("iteration", "reward/", "response_length/", "policy_version", "train/
 
 
 @pytest.fixture(scope="module")
-def synchronous(tmp_path_factory) -> Path:
+def synchronous(tmp_path_factory) -> StoredRunView:
     """The synchronous loop: k = 0 and whole tables (no streaming), in this process."""
     return run_reference(tmp_path_factory.mktemp("sync"), "async.chunk_groups=0", in_process=True)
 
@@ -53,8 +49,8 @@ def synchronous(tmp_path_factory) -> Path:
 def test_k0_stores_the_rows_and_metrics_of_the_synchronous_loop(
     ray_local, tmp_path, synchronous, where
 ):
-    run_dir = run_reference(tmp_path, "async.chunk_groups=3", in_process=where == "in-process")
-    got, expected = stored_rows(run_dir, "advantage"), stored_rows(synchronous, "advantage")
+    run = run_reference(tmp_path, "async.chunk_groups=3", in_process=where == "in-process")
+    got, expected = stored_rows(run, "advantage"), stored_rows(synchronous, "advantage")
     assert len(got) == len(expected) == 4 * 8 * 4
     for (iteration, prompt_id, sample_idx), ref in expected.items():
         row = got[(iteration, prompt_id, sample_idx)]
@@ -62,8 +58,7 @@ def test_k0_stores_the_rows_and_metrics_of_the_synchronous_loop(
         for key in COMPARED:
             assert row[key] == ref[key], (ref, key)
         assert row["advantage"] == pytest.approx(ref["advantage"], abs=1e-6)
-    metrics = pq.read_table(run_dir / "metrics.parquet").to_pylist()
-    reference = pq.read_table(synchronous / "metrics.parquet").to_pylist()
+    metrics, reference = run.metrics(), synchronous.metrics()
     assert len(metrics) == len(reference) == 4
     for row, ref in zip(metrics, reference, strict=True):
         keys = [k for k in ref if k.startswith(METRICS) and not k.endswith(("_s", "_per_s"))]
@@ -74,21 +69,18 @@ def test_k0_stores_the_rows_and_metrics_of_the_synchronous_loop(
 @pytest.mark.parametrize("k", [1, 2])
 def test_the_staleness_bound_holds_on_every_stored_row(ray_local, tmp_path, k):
     iterations = 5
-    run_dir = run_reference(
+    run = run_reference(
         tmp_path, f"async.max_staleness={k}", "pools.colocate=[]", f"iterations={iterations}"
     )
     for i in range(iterations):
-        generated = pq.read_table(run_dir / f"iter={i}" / "generate.parquet")
+        generated = run.table("generate", i)
         assert set(generated["policy_version"].to_pylist()) == {max(0, i - k)}
-        trained = pq.read_table(run_dir / f"iter={i}" / "advantage.parquet")
+        trained = run.table("advantage", i)
         # Train step i runs policy version i: every row it trains on is at most k behind.
         lags = {i - v for v in trained["policy_version"].to_pylist()}
         assert lags == {min(i, k)} and max(lags) <= k
-        assert (
-            pq.read_table(run_dir / f"iter={i}" / "train.parquet")["policy_version"][0].as_py()
-            == i + 1
-        )
-    metrics = pq.read_table(run_dir / "metrics.parquet").to_pylist()
+        assert run.table("train", i)["policy_version"][0].as_py() == i + 1
+    metrics = run.metrics()
     assert [m["staleness/max"] for m in metrics] == [float(min(i, k)) for i in range(iterations)]
 
 
@@ -106,7 +98,7 @@ def test_score_starts_on_the_first_chunk_before_generate_finishes(tiny_task, tmp
     monkeypatch.setenv("SCORED_AT", str(scored_at))
     remove = add_listener(listen)
     try:
-        run_dir = run_reference(
+        run = run_reference(
             tmp_path,
             "iterations=1",
             "async.chunk_groups=2",
@@ -123,7 +115,7 @@ def test_score_starts_on_the_first_chunk_before_generate_finishes(tiny_task, tmp
     assert times[("generate", "start")] < min(scored) < times[("generate", "end")]
     assert len(scored) == 8 * 4
     # Streaming reorders nothing that is stored: rows in prompt order.
-    stored = pq.read_table(run_dir / "iter=0" / "score.parquet")
+    stored = run.table("score", 0)
     keys = list(zip(stored["prompt_id"].to_pylist(), stored["sample_idx"].to_pylist(), strict=True))
     assert keys == sorted(keys)
 

@@ -4,15 +4,10 @@ ranks and master address."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pyarrow.parquet as pq
 import pytest
 
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.pipelines import scoring_pipeline
+from tests.support.runs import run_pipeline
 
 
 @pytest.fixture
@@ -62,12 +57,10 @@ def test_split_pools_land_on_separate_nodes_with_their_gpus(
     doc["nodes"]["on_rollout"] = _probe("rollout", "prompts")
     doc["nodes"]["on_training"] = _probe("training", "prompts")
     doc["nodes"]["on_environment"] = _probe("environment", "prompts")
-    loaded = load_pipeline(write_yaml(doc))
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline(1)
+    run = run_pipeline(write_yaml(doc), iterations=1)
 
     def workers(node: str) -> dict[int, dict]:
-        rows = pq.read_table(Path(run.uri) / "iter=0" / f"{node}.parquet").to_pylist()
+        rows = run.table(node, 0).to_pylist()
         return {r["rank"]: r for r in rows}
 
     train, roll, env = workers("on_training"), workers("on_rollout"), workers("on_environment")

@@ -3,15 +3,10 @@ by prompt group and joined in order, and the weights edge reaches every rollout 
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pyarrow.parquet as pq
-
 from rldag.compute.ray_pools import RayPools
-from rldag.config.spec import load_pipeline
 from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
+from tests.support.runs import StoredRunView, drive_inline, start_run
 
 PROBE = [
     "nodes.probe.kind=transform",
@@ -21,15 +16,13 @@ PROBE = [
 ]
 
 
-def _run(overrides: list[str], iterations: int) -> Run:
-    loaded = load_pipeline(ROOT / "pipeline.yaml", overrides)
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline(iterations)
-    return run
+def _run(overrides: list[str], iterations: int) -> tuple[Run, StoredRunView]:
+    run = start_run(ROOT / "pipeline.yaml", *overrides)
+    return run, drive_inline(run, iterations)
 
 
 def test_split_pools_two_rollout_workers(ray_local, tiny_task, tmp_path):
-    run = _run(
+    run, stored = _run(
         [
             f"storage.uri={tmp_path}",
             f"model.path={tiny_task / 'model'}",
@@ -44,9 +37,9 @@ def test_split_pools_two_rollout_workers(ray_local, tiny_task, tmp_path):
     )
     assert isinstance(run.runner, RayPools)
     for i in range(2):
-        gen = pq.read_table(Path(run.uri) / f"iter={i}" / "generate.parquet")
+        gen = stored.table("generate", i)
         assert set(gen["policy_version"].to_pylist()) == {i}  # both workers got the weights
-        probe = pq.read_table(Path(run.uri) / f"iter={i}" / "probe.parquet")
+        probe = stored.table("probe", i)
         assert probe["prompt_id"].to_pylist() == gen["prompt_id"].to_pylist()  # order kept
         ranks = {}
         for pid, rank in zip(
@@ -56,13 +49,13 @@ def test_split_pools_two_rollout_workers(ray_local, tiny_task, tmp_path):
         assert set(ranks.values()) == {0, 1}
         assert set(probe["world_size"].to_pylist()) == {2}
         assert len(set(probe["pid"].to_pylist())) == 2  # two actor processes
-    metrics = pq.read_table(Path(run.uri) / "metrics.parquet").to_pylist()
+    metrics = stored.metrics()
     assert metrics[0]["timing_s/weight_sync"] == 0.0  # nothing newer to send yet
     assert metrics[1]["timing_s/weight_sync"] > 0.0  # trainer -> 2 rollout workers
 
 
 def test_colocated_workers_host_both_roles(ray_local, tiny_task, tmp_path):
-    run = _run(
+    _, stored = _run(
         [
             f"storage.uri={tmp_path}",
             f"model.path={tiny_task / 'model'}",
@@ -77,9 +70,8 @@ def test_colocated_workers_host_both_roles(ray_local, tiny_task, tmp_path):
         ],
         iterations=2,
     )
-    iteration = Path(run.uri) / "iter=1"
-    rollout_pid = set(pq.read_table(iteration / "probe.parquet")["pid"].to_pylist())
-    training_pid = set(pq.read_table(iteration / "train_probe.parquet")["pid"].to_pylist())
+    rollout_pid = set(stored.table("probe", 1)["pid"].to_pylist())
+    training_pid = set(stored.table("train_probe", 1)["pid"].to_pylist())
     assert rollout_pid == training_pid and len(rollout_pid) == 1  # one hybrid worker
-    gen = pq.read_table(iteration / "generate.parquet")
+    gen = stored.table("generate", 1)
     assert set(gen["policy_version"].to_pylist()) == {1}
