@@ -6,36 +6,27 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from flows.cli import main
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
+from tests.support.runs import StoredRunView, run_pipeline
 
 EXAMPLE = ROOT / "examples" / "agent_python_tool.yaml"
 
 
-def _run(tiny_task: Path, tmp_path: Path, overrides: list[str], iterations: int = 2) -> Path:
-    loaded = load_pipeline(
+def _run(
+    tiny_task: Path, tmp_path: Path, overrides: list[str], iterations: int = 2
+) -> StoredRunView:
+    return run_pipeline(
         EXAMPLE,
-        [
-            f"storage.uri={tmp_path}",
-            f"model.path={tiny_task / 'model'}",
-            f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
-            "nodes.prompts.params.batch_size=4",
-            "nodes.generate.params.n=2",
-            "nodes.generate.params.max_turns=2",
-            *overrides,
-        ],
+        f"storage.uri={tmp_path}",
+        f"model.path={tiny_task / 'model'}",
+        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
+        "nodes.prompts.params.batch_size=4",
+        "nodes.generate.params.n=2",
+        "nodes.generate.params.max_turns=2",
+        *overrides,
+        iterations=iterations,
     )
-    run = Run.start(loaded, build_graph(loaded))
-    try:
-        run.run_inline(iterations)
-    finally:
-        run.close()
-    return Path(run.uri)
 
 
 def test_the_example_validates_and_plan_shows_the_environment_bound(capsys):
@@ -52,7 +43,7 @@ def test_the_example_validates_and_plan_shows_the_environment_bound(capsys):
 
 
 def test_episodes_with_tool_calls_are_scored_and_trained_in_process(tiny_task, tmp_path):
-    uri = _run(
+    run = _run(
         tiny_task,
         tmp_path,
         [
@@ -62,16 +53,16 @@ def test_episodes_with_tool_calls_are_scored_and_trained_in_process(tiny_task, t
         ],
     )
     for i in range(2):
-        gen = pq.read_table(uri / f"iter={i}" / "generate.parquet")
+        gen = run.table("generate", i)
         assert gen.num_rows == 8 and set(gen["policy_version"].to_pylist()) == {i}
         assert set(gen["finish_reason"].to_pylist()) <= {"max_turns", "length"}
         assert any(name == "lookup" for names in gen["tool_names"].to_pylist() for name in names)
         masks = gen["response_mask"].to_pylist()
         assert all(0 in m and 1 in m for m, f in zip(masks, gen["finish_reason"].to_pylist(),
                                                      strict=True) if f == "max_turns")  # fmt: skip
-        scored = pq.read_table(uri / f"iter={i}" / "score.parquet")
+        scored = run.table("score", i)
         assert scored.column_names.count("reward") == 1  # the score node replaced it
-    train = pq.read_table(uri / "iter=1" / "train.parquet")
+    train = run.table("train", 1)
     model_tokens = sum(sum(m) for m in gen["response_mask"].to_pylist())
     assert model_tokens < sum(len(r) for r in gen["response_ids"].to_pylist())
     assert sum(train["tokens"].to_pylist()) == model_tokens  # tool tokens are not counted
@@ -79,7 +70,7 @@ def test_episodes_with_tool_calls_are_scored_and_trained_in_process(tiny_task, t
 
 def test_on_ray_environments_are_actors_on_the_environment_pool(ray_local, tiny_task, tmp_path):
     """...and an environment that raises or hangs there ends its episode, not the run."""
-    uri = _run(
+    run = _run(
         tiny_task,
         tmp_path,
         [
@@ -97,13 +88,13 @@ def test_on_ray_environments_are_actors_on_the_environment_pool(ray_local, tiny_
     )
     import json
 
-    gen = pq.read_table(uri / "iter=0" / "generate.parquet")
+    gen = run.table("generate", 0)
     turns = [t for row in gen["turns"].to_pylist() for t in row]
     infos = [json.loads(t["info"]) for t in turns if t["info"]]  # failed steps have none
     assert infos, "no environment step ran"
     groups = {i["placement_group"] for i in infos}
     pids = {i["pid"] for i in infos}
-    rollout = set(pq.read_table(uri / "iter=0" / "probe.parquet")["pid"].to_pylist())
+    rollout = set(run.table("probe", 0)["pid"].to_pylist())
     assert len(groups) == 1 and None not in groups  # the environment pool's placement group
     assert len(pids) == 1 and not pids & rollout and os.getpid() not in pids  # one host actor
     # a raising or hanging environment on an actor ends its episode, never the run

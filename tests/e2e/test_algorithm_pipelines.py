@@ -7,13 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
+from tests.support.runs import run_pipeline
 
 
 def small(tiny_task: Path, tmp_path: Path) -> list[str]:
@@ -27,27 +24,19 @@ def small(tiny_task: Path, tmp_path: Path) -> list[str]:
     ]
 
 
-def run_inline(path: Path, overrides: list[str], iterations: int = 2) -> Path:
-    loaded = load_pipeline(path, overrides)
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline(iterations)
-    return Path(run.uri)
-
-
 def test_reinforce_plus_plus_with_gspo_and_sequence_tis(tiny_task, tmp_path):
-    uri = run_inline(
+    run = run_pipeline(
         ROOT / "pipeline.yaml",
-        [
-            *small(tiny_task, tmp_path),
-            "nodes.advantage.op=advantage",
-            "nodes.advantage.params.estimator=reinforce_plus_plus",
-            "nodes.advantage.params.gamma=0.9",
-            "nodes.train.params.policy_loss=gspo",
-            "nodes.train.params.loss_agg_mode=seq-mean-token-mean",
-            "nodes.train.params.tis=sequence",
-        ],
+        *small(tiny_task, tmp_path),
+        "nodes.advantage.op=advantage",
+        "nodes.advantage.params.estimator=reinforce_plus_plus",
+        "nodes.advantage.params.gamma=0.9",
+        "nodes.train.params.policy_loss=gspo",
+        "nodes.train.params.loss_agg_mode=seq-mean-token-mean",
+        "nodes.train.params.tis=sequence",
+        iterations=2,
     )
-    adv = pq.read_table(uri / "iter=0" / "advantage.parquet")
+    adv = run.table("advantage", 0)
     rows = zip(
         adv["token_advantage"].to_pylist(),
         adv["response_ids"].to_pylist(),
@@ -61,7 +50,7 @@ def test_reinforce_plus_plus_with_gspo_and_sequence_tis(tiny_task, tmp_path):
             assert tokens[0] < tokens[-1]
             discounted += 1
     assert discounted > 0
-    metrics = pq.read_table(uri / "metrics.parquet").to_pylist()
+    metrics = run.metrics()
     # iteration 0: the engine sampled with the weights the trainer holds -> no mismatch
     assert abs(metrics[0]["train/is_mismatch_kl"]) < 1e-4
     assert metrics[0]["train/is_capped_frac"] == 0.0
@@ -71,14 +60,14 @@ def test_reinforce_plus_plus_with_gspo_and_sequence_tis(tiny_task, tmp_path):
 
 def test_remax_baseline_is_the_greedy_rollouts_reward(tiny_task, tmp_path):
     overrides = small(tiny_task, tmp_path) + ["nodes.train.params.lr=1e-2"]
-    uri = run_inline(ROOT / "examples" / "remax.yaml", overrides)
+    run = run_pipeline(ROOT / "examples" / "remax.yaml", *overrides, iterations=2)
     for it in (0, 1):
-        greedy = pq.read_table(uri / f"iter={it}" / "greedy_score.parquet")
+        greedy = run.table("greedy_score", it)
         assert greedy.num_rows == 8  # one greedy answer per prompt
         baseline = dict(
             zip(greedy["prompt_id"].to_pylist(), greedy["reward"].to_pylist(), strict=True)
         )
-        adv = pq.read_table(uri / f"iter={it}" / "advantage.parquet")
+        adv = run.table("advantage", it)
         expected = adv["reward"].to_numpy() - np.array(
             [baseline[p] for p in adv["prompt_id"].to_pylist()]
         )

@@ -16,11 +16,9 @@ from flows.cli import main
 from operators.model.prompts import encode_prompt
 from operators.score.rewards.arithmetic import compute_score
 from rldag.compute.in_process import InProcessPools
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from rldag.graph.schema import MESSAGES
 from tests.support.pipelines import grpo_nodes
+from tests.support.runs import StoredRunView, drive_inline, read_run, run_pipeline, start_run
 
 ITERATIONS = 2
 
@@ -82,13 +80,13 @@ def _tokenizer(tiny_task: Path):
     return AutoTokenizer.from_pretrained(tiny_task / "model")
 
 
-def _check_stored_run(run_dir: Path, tiny_task: Path) -> list[dict]:
+def _check_stored_run(run: StoredRunView, tiny_task: Path) -> list[dict]:
     """Every stored row: prompt kept as messages, ids from the chat template, responses the
     decoded ids, rewards the user function's, veRL columns passed through."""
     tok = _tokenizer(tiny_task)
     rows = []
     for i in range(ITERATIONS):
-        table = pq.read_table(run_dir / f"iter={i}" / "advantage.parquet")
+        table = run.table("advantage", i)
         assert table.schema.field("prompt").type == MESSAGES
         for row in table.to_pylist():
             assert row["prompt_ids"] == encode_prompt(tok, row["prompt"])
@@ -101,7 +99,7 @@ def _check_stored_run(run_dir: Path, tiny_task: Path) -> list[dict]:
             info = json.loads(row["extra_info"])
             assert info["question"] == row["prompt"][1]["content"] and info["split"] == "train"
             rows.append(row)
-    trained = pq.read_table(run_dir / f"iter={ITERATIONS - 1}" / "train.parquet")
+    trained = run.table("train", ITERATIONS - 1)
     assert trained["policy_version"].to_pylist() == [ITERATIONS]
     return rows
 
@@ -113,21 +111,15 @@ def test_verl_chat_dataset_runs_end_to_end_under_rldag_run(
     path = write_yaml(pipeline(tiny_task, data, tmp_path))
     assert main(["run", str(path)]) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
-    chat_rows = _check_stored_run(run_dir, tiny_task)
+    chat_rows = _check_stored_run(read_run(run_dir), tiny_task)
     assert len(chat_rows) == ITERATIONS * 32 * 4
 
     # The same problems as plain strings: the template renders each chat prompt to its text,
     # so the same seed samples the same responses.
     plain = tmp_path / "plain"
     doc = pipeline(tiny_task, tiny_task / "train.parquet", plain) | {"ray": {"enabled": False}}
-    loaded = load_pipeline(write_yaml(doc, "plain.yaml"))
-    run = Run.start(loaded, build_graph(loaded), InProcessPools())
-    run.run_inline()
-    plain_rows = [
-        row
-        for i in range(ITERATIONS)
-        for row in pq.read_table(Path(run.uri) / f"iter={i}" / "advantage.parquet").to_pylist()
-    ]
+    run = run_pipeline(write_yaml(doc, "plain.yaml"), runner=InProcessPools())
+    plain_rows = [row for i in range(ITERATIONS) for row in run.table("advantage", i).to_pylist()]
     key = ("prompt_id", "sample_idx", "prompt_ids", "response", "reward", "policy_version")
     assert [[r[k] for k in key] for r in chat_rows] == [[r[k] for k in key] for r in plain_rows]
 
@@ -136,10 +128,8 @@ def test_chat_prompts_through_rollout_servers(tiny_task, tmp_path, write_yaml):
     data = verl_chat_parquet(tiny_task, tmp_path / "chat.parquet")
     doc = pipeline(tiny_task, data, tmp_path, engine="server", servers=1)
     doc["ray"] = {"enabled": False}
-    loaded = load_pipeline(write_yaml(doc))
-    run = Run.start(loaded, build_graph(loaded), InProcessPools())
-    run.run_inline()
-    _check_stored_run(Path(run.uri), tiny_task)
+    run = run_pipeline(write_yaml(doc), runner=InProcessPools())
+    _check_stored_run(run, tiny_task)
 
 
 def test_prompts_the_tokenizer_cannot_represent_are_reported(
@@ -153,10 +143,9 @@ def test_prompts_the_tokenizer_cannot_represent_are_reported(
         del doc["nodes"][name]
     doc["nodes"]["score"]["inputs"] = {"rollouts": "generate"}
     doc["nodes"]["generate"]["inputs"] = {"prompts": "prompts"}
-    loaded = load_pipeline(write_yaml(doc))
-    run = Run.start(loaded, build_graph(loaded), InProcessPools())
+    run = start_run(write_yaml(doc), runner=InProcessPools())
     with caplog.at_level(logging.WARNING, logger="rldag.ops"):
-        run.run_inline()
+        drive_inline(run)
     (message,) = [r.getMessage() for r in caplog.records if "cannot represent" in r.getMessage()]
     assert "node 'generate' (iteration 0): 16 of 32 prompts" in message
     assert "64% of their characters lost; first: prompt_id 0" in message

@@ -12,9 +12,7 @@ import pyarrow.parquet as pq
 import torch
 import yaml
 
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
+from tests.support.runs import run_pipeline
 
 LR, STEPS = 1e-2, 2  # 2 epochs over one full batch: 2 optimizer steps
 
@@ -68,11 +66,8 @@ def train_once(tmp_path: Path, model: Path, data: Path, workers: int):
     }
     spec = tmp_path / f"dp{workers}.yaml"
     spec.write_text(yaml.safe_dump(doc))
-    loaded = load_pipeline(spec)
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline(1)  # ends by exporting the gathered policy to <run>/hf/train
-    metrics = pq.read_table(Path(run.uri) / "iter=0" / "train.parquet")
-    return metrics, build_initial(Path(run.uri) / "hf" / "train")
+    run = run_pipeline(spec, iterations=1)  # ends by exporting the gathered policy: hf/train
+    return run.table("train", 0), build_initial(run.run_dir / "hf" / "train")
 
 
 # fp32 sums of the reductions here (<= 10^3 terms: tokens x micro-batches, or one hidden row)

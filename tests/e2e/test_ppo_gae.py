@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from rldag.config.spec import load_pipeline
 from rldag.engine import checkpoints
 from rldag.engine.driver import InlineLauncher, drive
@@ -16,6 +14,7 @@ from rldag.engine.run import Run
 from rldag.graph.dag import build_graph
 from tests.support import learning_runs
 from tests.support.paths import ROOT
+from tests.support.runs import read_run, run_pipeline
 
 EXAMPLE = ROOT / "examples" / "ppo_gae.yaml"
 
@@ -44,11 +43,8 @@ def test_ppo_with_gae_learns_the_default_task(tmp_path):
     curve = learning_runs.ppo_gae(tmp_path)
     first, last = curve.first(), curve.last()
     assert last >= 0.35 and last >= 2 * first, curve.values
-    uri = curve.run_dir
-    versions = [
-        set(pq.read_table(uri / f"iter={i}" / "generate.parquet")["policy_version"].to_pylist())
-        for i in range(4)
-    ]
+    run = read_run(curve.run_dir)
+    versions = [set(run.table("generate", i)["policy_version"].to_pylist()) for i in range(4)]
     assert versions == [{0}, {0}, {0}, {1}]  # critic_warmup: 2 -> the policy first trains at 2
     assert curve.extra["critic_value"] > 0.2  # the critic learned
 
@@ -65,13 +61,12 @@ def test_a_stopped_ppo_run_resumes_identically(tiny_task, tmp_path):
     assert start == 2
     iterate(resumed, start, 4)
 
-    reference = load_pipeline(EXAMPLE, overrides(tiny_task, tmp_path / "ref", *extra))
-    whole = Run.start(reference, build_graph(reference))
-    iterate(whole, 0, 4)
+    whole = run_pipeline(EXAMPLE, *overrides(tiny_task, tmp_path / "ref", *extra))  # 0..3
+    stored = read_run(resumed.uri)
     for i in range(4):
         for node in ("values", "advantage", "critic", "train"):
-            got = pq.read_table(Path(resumed.uri) / f"iter={i}" / f"{node}.parquet")
-            want = pq.read_table(Path(whole.uri) / f"iter={i}" / f"{node}.parquet")
+            got = stored.table(node, i)
+            want = whole.table(node, i)
             keep = [c for c in want.column_names if not c.endswith("tokens_per_s")]
             assert got.select(keep).equals(want.select(keep)), (i, node)
     assert (Path(resumed.uri) / "hf" / "critic" / "value_head.pt").is_file()  # exported too

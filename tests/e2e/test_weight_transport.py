@@ -7,12 +7,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
+from tests.support.runs import run_pipeline
 
 ITERATIONS = 2  # iteration 1 samples from the weights the first train step sent
 COLUMNS = ["prompt_id", "sample_idx", "response", "response_ids", "response_logprobs"]
@@ -20,26 +16,23 @@ COLUMNS = ["prompt_id", "sample_idx", "response", "response_ids", "response_logp
 
 def generated(tiny_task: Path, storage: Path, transport: str) -> list[list[dict]]:
     """Each iteration's generated rows of a split-pool run with `weights.transport`."""
-    loaded = load_pipeline(
+    run = run_pipeline(
         ROOT / "pipeline.yaml",
-        [
-            f"storage.uri={storage}",
-            f"model.path={tiny_task / 'model'}",
-            f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
-            "nodes.prompts.params.batch_size=4",
-            "nodes.generate.params.n=2",
-            "pools.colocate=[]",
-            "pools.training.workers=2",
-            "pools.rollout.workers=2",
-            "checkpoint.export_hf=false",
-            f"weights.transport={transport}",
-        ],
+        f"storage.uri={storage}",
+        f"model.path={tiny_task / 'model'}",
+        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
+        "nodes.prompts.params.batch_size=4",
+        "nodes.generate.params.n=2",
+        "pools.colocate=[]",
+        "pools.training.workers=2",
+        "pools.rollout.workers=2",
+        "checkpoint.export_hf=false",
+        f"weights.transport={transport}",
+        iterations=ITERATIONS,
     )
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline(ITERATIONS)
     out = []
     for i in range(ITERATIONS):
-        table = pq.read_table(Path(run.uri) / f"iter={i}" / "generate.parquet")
+        table = run.table("generate", i)
         assert set(table["policy_version"].to_pylist()) == {i}  # both workers got weights
         rows = table.select(COLUMNS).to_pylist()
         out.append(sorted(rows, key=lambda r: (r["prompt_id"], r["sample_idx"])))

@@ -13,16 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
-import pyarrow.parquet as pq
 import pytest
 
 from rldag.config.errors import RunError
-from rldag.config.spec import load_pipeline
 from rldag.engine.events import NodeStarted, add_listener
 from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
 from tests.support.pipelines import scoring_pipeline
+from tests.support.runs import StoredRunView, drive_inline, read_run, start_run
 
 NODES = ("prompts", "answer", "score", "advantage")
 
@@ -30,8 +28,7 @@ NODES = ("prompts", "answer", "score", "advantage")
 def _start(write_yaml, dataset: Path, root: Path, *overrides: str) -> Run:
     spec = scoring_pipeline(dataset, iterations=3, storage={"uri": str(root)})
     spec["nodes"]["score"]["pool"] = "environment"  # on a Ray worker, not in the driver
-    loaded = load_pipeline(write_yaml(spec, f"{root.name}.yaml"), list(overrides))
-    return Run.start(loaded, build_graph(loaded))
+    return start_run(write_yaml(spec, f"{root.name}.yaml"), *overrides)
 
 
 @contextmanager
@@ -57,22 +54,20 @@ def _kill_when_started(run: Run, node: str, iteration: int) -> Iterator[list[int
         remove()
 
 
-def _stored(run_dir: Path) -> dict[tuple[int, str], list[dict]]:
-    return {(i, n): pq.read_table(run_dir / f"iter={i}" / f"{n}.parquet").to_pylist()
-            for i in range(3) for n in NODES}  # fmt: skip
+def _stored(run: StoredRunView) -> dict[tuple[int, str], list[dict]]:
+    return {(i, n): run.table(n, i).to_pylist() for i in range(3) for n in NODES}
 
 
 def test_a_killed_stateless_worker_is_restarted_and_the_run_stores_the_same_rows(
     ray_local, dataset, write_yaml, tmp_path
 ):
-    reference = _start(write_yaml, dataset, tmp_path / "reference")
-    reference.run_inline()
+    reference = drive_inline(_start(write_yaml, dataset, tmp_path / "reference"))
     run = _start(write_yaml, dataset, tmp_path / "killed")
     with _kill_when_started(run, "score", 1) as killed:
-        run.run_inline()
+        stored = drive_inline(run)
     assert len(killed) == 1 and run.runner.restarts_left == 2  # one of faults.max_restarts 3
-    assert _stored(Path(run.uri)) == _stored(Path(reference.uri))
-    assert pq.read_table(Path(run.uri) / "metrics.parquet").num_rows == 3
+    assert _stored(stored) == _stored(reference)
+    assert len(stored.metrics()) == 3
 
 
 def test_with_no_restarts_left_the_run_stops_naming_the_node(
@@ -83,10 +78,10 @@ def test_with_no_restarts_left_the_run_stops_naming_the_node(
         _kill_when_started(run, "score", 1),
         pytest.raises(RunError, match=r"node 'score' \(iteration 1\) failed: WorkerLost"),
     ):
-        run.run_inline()
-    run_dir = Path(run.uri)
-    assert pq.read_table(run_dir / "metrics.parquet")["iteration"].to_pylist() == [0]
-    assert not (run_dir / "iter=1" / "score.parquet").exists()  # nothing half-written
+        drive_inline(run)
+    stored = read_run(run.uri)
+    assert stored.metric("iteration") == [0]
+    assert not (stored.run_dir / "iter=1" / "score.parquet").exists()  # nothing half-written
 
 
 def _tiny(tiny_task: Path, root: Path) -> list[str]:
@@ -109,23 +104,21 @@ def test_a_killed_trainer_stops_the_run_and_resume_completes_it_unchanged(
     from rldag.engine.driver import InlineLauncher, drive
 
     def start(root: Path, run_id: str | None = None) -> Run:
-        loaded = load_pipeline(ROOT / "pipeline.yaml", _tiny(tiny_task, root))
-        return Run.start(loaded, build_graph(loaded), run_id=run_id)
+        return start_run(ROOT / "pipeline.yaml", *_tiny(tiny_task, root), run_id=run_id)
 
     run = start(tmp_path / "killed")
     with (
         _kill_when_started(run, "train", 1),
         pytest.raises(RunError, match=r"node 'train' \(iteration 1\) failed: WorkerLost.*--resume"),
     ):
-        run.run_inline()
+        drive_inline(run)
     assert checkpoints.latest(run.storage, run.run_id) == 0
     resumed = start(tmp_path / "killed", run.run_id)
     drive(resumed, InlineLauncher(resumed), checkpoints.resume(resumed))
-    reference = start(tmp_path / "reference")
-    reference.run_inline()
+    reference = drive_inline(start(tmp_path / "reference"))
     for i in range(2):
         for name in ("generate", "score", "train"):
-            got = pq.read_table(Path(resumed.uri) / f"iter={i}" / f"{name}.parquet")
-            want = pq.read_table(Path(reference.uri) / f"iter={i}" / f"{name}.parquet")
+            got = read_run(resumed.uri).table(name, i)
+            want = reference.table(name, i)
             columns = [c for c in want.column_names if not c.endswith(("_per_s", "seconds"))]
             assert got.select(columns).to_pylist() == want.select(columns).to_pylist(), (i, name)
