@@ -6,16 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from examples.tiny_task import CodeTaskParams, build_tiny_task, is_built
 from examples.tiny_task.__main__ import main as tiny_task_main
 from operators.sandbox.spec import ExecStatus
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
+from tests.support.runs import drive_inline, start_run
 from tests.support.sandbox import SANDBOX_COLUMNS
 
 EXAMPLE = ROOT / "examples" / "code_sandbox.yaml"
@@ -37,18 +34,15 @@ def test_code_sandbox_example_runs_and_scores_by_pass_rate(
         f"storage.uri={tmp_path / 'runs'}",
         f"iterations={ITERATIONS}",
     ]
-    loaded = load_pipeline(EXAMPLE, overrides)
-    graph = build_graph(loaded)
-    assert graph.nodes["execute"].pool == "environment"
-    run = Run.start(loaded, graph)
-    run.run_inline(ITERATIONS)
-    root = Path(run.uri)
+    run = start_run(EXAMPLE, *overrides)
+    assert run.graph.nodes["execute"].pool == "environment"
+    stored = drive_inline(run, ITERATIONS)
     tokenizer_dir = code_task / "model"
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     for i in range(ITERATIONS):
-        executed = pq.read_table(root / f"iter={i}" / "execute.parquet")
+        executed = stored.table("execute", i)
         assert executed.num_rows == 8 * 4  # batch_size prompts x n samples
         for column in SANDBOX_COLUMNS:
             assert column in executed.column_names, column
@@ -59,16 +53,15 @@ def test_code_sandbox_example_runs_and_scores_by_pass_rate(
         for r in rows:  # responses are the decoded response ids, non-empty text
             assert r["response"].strip()
             assert tok.decode(r["response_ids"], skip_special_tokens=True) == r["response"]
-        scored = pq.read_table(root / f"iter={i}" / "score.parquet").to_pylist()
+        scored = stored.table("score", i).to_pylist()
         for r in scored:
             assert 0.0 <= r["reward"] <= 1.0
             assert r["reward"] == pytest.approx(r["tests_passed"] / r["tests_total"])
-        assert "advantage" in pq.read_table(root / f"iter={i}" / "advantage.parquet").column_names
-    trained = pq.read_table(root / f"iter={ITERATIONS - 1}" / "train.parquet")
+        assert "advantage" in stored.table("advantage", i).column_names
+    trained = stored.table("train", ITERATIONS - 1)
     assert max(trained["policy_version"].to_pylist()) == ITERATIONS
-    metrics = pq.read_table(root / "metrics.parquet")
-    assert metrics["iteration"].to_pylist() == list(range(ITERATIONS))
-    assert all(0.0 <= r <= 1.0 for r in metrics["reward/mean"].to_pylist())
+    assert stored.metric("iteration") == list(range(ITERATIONS))
+    assert all(0.0 <= r <= 1.0 for r in stored.metric("reward/mean"))
 
 
 def test_code_task_cli_reuses_the_build(code_task: Path, capsys: pytest.CaptureFixture[str]):

@@ -36,7 +36,7 @@ def _graph(client, flow_run_id, nodes: int) -> dict[str, set[str]]:
     }
 
 
-def test_model_free_pipeline_under_prefect(prefect_api, write_yaml, dataset, tmp_path):
+def test_model_free_pipeline_under_prefect(prefect_api, write_yaml, dataset, tmp_path, read_run):
     doc = scoring_pipeline(dataset, storage={"uri": f"file://{tmp_path}/runs"})
     run_id = rldag_run(str(write_yaml(doc)), ["iterations=2"])
     run_dir = tmp_path / "runs" / run_id
@@ -51,7 +51,7 @@ def test_model_free_pipeline_under_prefect(prefect_api, write_yaml, dataset, tmp
         # ANSWER_HALF answers even prompt ids right: echo_score gives exactly those 1.0.
         assert scored["reward"].to_pylist() == [float(p % 2 == 0) for p in ids]
         assert all('"score"' in info for info in scored["reward_info"].to_pylist())
-    metrics = pq.read_table(run_dir / "metrics.parquet").to_pylist()
+    metrics = read_run(run_dir).metrics()
     assert [m["iteration"] for m in metrics] == [0, 1]
     assert all(m["reward/mean"] == 0.5 for m in metrics)
 
@@ -72,7 +72,7 @@ def test_model_free_pipeline_under_prefect(prefect_api, write_yaml, dataset, tmp
 
 
 def test_grpo_pipeline_two_iterations_advances_the_policy(
-    prefect_api, ray_local, tiny_task, tmp_path
+    prefect_api, ray_local, tiny_task, tmp_path, read_run
 ):
     root = ROOT
     run_id = rldag_run(str(root / "pipeline.yaml"), small_grpo(tiny_task, tmp_path, 2))
@@ -99,7 +99,7 @@ def test_grpo_pipeline_two_iterations_advances_the_policy(
         assert {"reward", "advantage"} <= set(adv.column_names)
         train = pq.read_table(run_dir / f"iter={i}" / "train.parquet")
         assert train["policy_version"].to_pylist() == [i + 1]
-    metrics = pq.read_table(run_dir / "metrics.parquet").to_pylist()
+    metrics = read_run(run_dir).metrics()
     assert [m["policy_version"] for m in metrics] == [0, 1]
     for key in (
         "reward/mean",

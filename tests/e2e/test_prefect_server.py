@@ -135,14 +135,13 @@ def test_the_deployment_has_typed_parameters_for_the_run_form(served):
     assert bad.status_code in (409, 422) and "iterations" in bad.text
 
 
-def test_a_deployment_run_stores_what_rldag_run_stores(served):
+def test_a_deployment_run_stores_what_rldag_run_stores(served, read_run):
     assert served.watch.returncode == 0, served.watch.stdout + served.watch.stderr
     assert served.flow_run["state_type"] == "COMPLETED"
     for i in range(2):
         names = sorted(p.name for p in (served.run_dir / f"iter={i}").iterdir())
         assert names == sorted(f"{n}.parquet" for n in NODES)
-    metrics = pq.read_table(served.run_dir / "metrics.parquet")
-    assert metrics["iteration"].to_pylist() == [0, 1]
+    assert read_run(served.run_dir).metric("iteration") == [0, 1]
     assert (served.run_dir / "reward_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

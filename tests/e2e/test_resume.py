@@ -17,13 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
+from tests.support.runs import StoredRunView, read_run, run_pipeline
 
 
 def _cli(*args: str) -> list[str]:
@@ -57,12 +54,8 @@ def _wait_for_checkpoint(storage: Path, proc: subprocess.Popen, timeout: float =
     raise AssertionError("no checkpoint appeared")
 
 
-def _metrics(run_dir: Path) -> list[dict]:
-    return pq.read_table(run_dir / "metrics.parquet").to_pylist()
-
-
-def _responses(run_dir: Path, i: int) -> list[tuple]:
-    table = pq.read_table(run_dir / f"iter={i}" / "generate.parquet")
+def _responses(run: StoredRunView, i: int) -> list[tuple]:
+    table = run.table("generate", i)
     columns = [table[c].to_pylist() for c in ("prompt_id", "sample_idx", "response")]
     return sorted(zip(*columns, strict=True))
 
@@ -104,20 +97,19 @@ def test_killed_run_resumes_identically(ray_local, tiny_task, tmp_path):
     # the killed driver's lock did not block the resume; the resume released its own
     assert json.loads((run_dir / "lock" / "00000002.json").read_text())["released"]
     # the run that was never killed, in this process (the same rows by construction)
-    loaded = load_pipeline(ROOT / "pipeline.yaml", _overrides(tiny_task, tmp_path / "ref", extra))
-    reference = Run.start(loaded, build_graph(loaded))
-    reference.run_inline()
-    ref_dir = Path(reference.uri)
-
-    metrics = _metrics(run_dir)
+    reference = run_pipeline(
+        ROOT / "pipeline.yaml", *_overrides(tiny_task, tmp_path / "ref", extra)
+    )
+    killed = read_run(run_dir)
+    metrics = killed.metrics()
     assert [m["iteration"] for m in metrics] == list(range(6))  # no gap, no duplicate
-    assert [m["reward/mean"] for m in metrics] == [m["reward/mean"] for m in _metrics(ref_dir)]
+    assert [m["reward/mean"] for m in metrics] == reference.metric("reward/mean")
     for i in range(6):
-        gen = pq.read_table(run_dir / f"iter={i}" / "generate.parquet")
+        gen = killed.table("generate", i)
         assert set(gen["policy_version"].to_pylist()) == {max(0, i - k)}
-        assert _responses(run_dir, i) == _responses(ref_dir, i)
+        assert _responses(killed, i) == _responses(reference, i)
         assert sorted(set(gen["prompt_id"].to_pylist())) == list(range(8 * i, 8 * i + 8))
-        train = pq.read_table(run_dir / f"iter={i}" / "train.parquet")
+        train = killed.table("train", i)
         assert train["policy_version"].to_pylist() == [i + 1]
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -22,10 +20,8 @@ from operators.rollout.guard import new_token
 from operators.rollout.launch import start_local_servers
 from operators.rollout.service import RolloutService
 from operators.rollout.weight_update import InFlight
-from rldag.config.spec import load_pipeline
-from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from tests.support.paths import ROOT
+from tests.support.runs import run_pipeline
 from tests.support.tiny_models import random_causal_lm
 
 TOKEN = new_token()
@@ -116,25 +112,21 @@ def test_push_retracting_requests_in_flight_gives_rows_both_versions(tmp_path):
 
 def test_pipeline_with_two_rollout_servers_and_weight_updates(tiny_task, tmp_path):
     weights_dir = tmp_path / "weights"
-    loaded = load_pipeline(
+    run = run_pipeline(
         ROOT / "pipeline.yaml",
-        [
-            "iterations=2",
-            f"storage.uri={tmp_path}/runs",
-            f"model.path={tiny_task / 'model'}",
-            f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
-            "nodes.prompts.params.batch_size=8",
-            "nodes.generate.params.n=4",
-            "nodes.generate.params.engine=server",
-            "nodes.generate.params.servers=2",
-            f"nodes.generate.params.weights_dir={weights_dir}",
-            "nodes.train.params.lr=0.01",
-        ],
+        "iterations=2",
+        f"storage.uri={tmp_path}/runs",
+        f"model.path={tiny_task / 'model'}",
+        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
+        "nodes.prompts.params.batch_size=8",
+        "nodes.generate.params.n=4",
+        "nodes.generate.params.engine=server",
+        "nodes.generate.params.servers=2",
+        f"nodes.generate.params.weights_dir={weights_dir}",
+        "nodes.train.params.lr=0.01",
+        iterations=2,
     )
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline(2)
-    run_dir = Path(run.uri)
-    tables = [pq.read_table(run_dir / f"iter={i}" / "generate.parquet") for i in range(2)]
+    tables = [run.table("generate", i) for i in range(2)]
     assert [set(t["policy_version"].to_pylist()) for t in tables] == [{0}, {1}]
     for t in tables:  # no update came mid-flight: every row saw one version
         assert t["policy_version_max"].to_pylist() == t["policy_version"].to_pylist()

@@ -22,15 +22,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from rldag.config.errors import RunError
-from rldag.config.spec import load_pipeline
 from rldag.engine import checkpoints
 from rldag.engine.driver import InlineLauncher, drive
 from rldag.engine.events import IterationFinished, add_listener
 from rldag.engine.run import Run
-from rldag.graph.dag import build_graph
 from rldag.storage.store import Storage
 from tests.support.paths import ROOT
 from tests.support.prefect_server import PrefectServer
+from tests.support.runs import StoredRunView, drive_inline, read_run, start_run
 from tests.support.s3 import CREDENTIALS
 
 NODES = ("prompts", "generate", "score", "advantage", "train")
@@ -52,22 +51,19 @@ def _overrides(tiny_task: Path, root: Path | str) -> list[str]:
 
 
 def _start(tiny_task: Path, root: Path | str, run_id: str | None = None) -> Run:
-    loaded = load_pipeline(ROOT / "pipeline.yaml", _overrides(tiny_task, root))
-    return Run.start(loaded, build_graph(loaded), run_id=run_id)
+    return start_run(ROOT / "pipeline.yaml", *_overrides(tiny_task, root), run_id=run_id)
 
 
-def _rows(storage: Storage, run_id: str, i: int, name: str) -> list[dict]:
-    table = storage.read_table(f"{run_id}/iter={i}/{name}.parquet")
+def _rows(run: StoredRunView, i: int, name: str) -> list[dict]:
+    table = run.table(name, i)
     keep = [c for c in table.column_names if not c.endswith(("_per_s", "seconds"))]
     return table.select(keep).to_pylist()
 
 
 @pytest.fixture(scope="module")
-def reference(tiny_task, tmp_path_factory) -> Run:
+def reference(tiny_task, tmp_path_factory) -> StoredRunView:
     """The undisturbed run every faulty one must end equal to."""
-    run = _start(tiny_task, tmp_path_factory.mktemp("reference"))
-    run.run_inline()
-    return run
+    return drive_inline(_start(tiny_task, tmp_path_factory.mktemp("reference")))
 
 
 @contextmanager
@@ -85,26 +81,25 @@ def _after_iteration(iteration: int, action: Callable[[], None]) -> Iterator[Non
         remove()
 
 
-def _resume_and_compare(tiny_task: Path, root: str, run: Run, reference: Run) -> None:
+def _resume_and_compare(tiny_task: Path, root: str, run: Run, reference: StoredRunView) -> None:
     resumed = _start(tiny_task, root, run.run_id)
     drive(resumed, InlineLauncher(resumed), checkpoints.resume(resumed))
-    _assert_same_rows(resumed.storage, run.run_id, reference)
+    _assert_same_rows(StoredRunView(resumed.storage, run.run_id), reference)
 
 
-def _assert_same_rows(storage: Storage, run_id: str, reference: Run) -> None:
+def _assert_same_rows(run: StoredRunView, reference: StoredRunView) -> None:
     """The run stored exactly the undisturbed run's rows and metrics, and nothing torn."""
     for i in range(ITERATIONS):
         for name in NODES:
-            expected = _rows(reference.storage, reference.run_id, i, name)
-            assert _rows(storage, run_id, i, name) == expected, (i, name)
-    metrics = storage.read_table(f"{run_id}/metrics.parquet")
+            assert _rows(run, i, name) == _rows(reference, i, name), (i, name)
+    metrics = run.metrics_table()
     assert metrics["iteration"].to_pylist() == list(range(ITERATIONS))
     measured = [c for c in metrics.column_names if c.startswith(("reward/", "train/"))]
     keep = [c for c in measured if not c.endswith(("_per_s", "_s", "seconds"))]  # not timings
-    expected = reference.storage.read_table(f"{reference.run_id}/metrics.parquet")
+    expected = reference.metrics_table()
     assert metrics.select(keep).equals(expected.select(keep))
-    if storage.local:
-        temporary = [p for p in Path(storage.uri(run_id)).rglob("*") if ".tmp-" in p.name]
+    if run.storage.local:
+        temporary = [p for p in run.run_dir.rglob("*") if ".tmp-" in p.name]
         assert temporary == []  # nothing torn or half-written is left
 
 
@@ -136,13 +131,13 @@ def test_a_full_disk_stops_the_run_naming_the_file_and_resume_completes_it(
         _after_iteration(0, fill),
         pytest.raises(RunError, match=r"No space left on device") as err,
     ):
-        run.run_inline()
+        drive_inline(run)
     message = str(err.value)  # names the file, or the node whose checkpoint failed
     assert f"cannot write {run.uri}/" in message or "node 'train' (iteration 1)" in message
     run_dir = Path(run.uri)
     temporary = [p for p in run_dir.rglob("*") if p.name.startswith(".tmp-")]
     assert temporary == []  # nothing half-written is left, nothing torn is visible
-    assert pq.read_table(run_dir / "metrics.parquet")["iteration"].to_pylist() == [0]
+    assert read_run(run_dir).metric("iteration") == [0]
     for path in run_dir.glob("iter=1/*.parquet"):
         assert pq.read_table(path).num_rows > 0  # whatever is visible is whole
     assert checkpoints.latest(run.storage, run.run_id) == 0
@@ -256,7 +251,7 @@ def test_a_restarted_prefect_server_does_not_lose_the_run(tiny_task, tmp_path, r
             proc = _cli_run(tiny_task, root, server.env(), "--resume", run_id)
             out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-3000:]
-        _assert_same_rows(Storage(str(root)), run_id, reference)
+        _assert_same_rows(read_run(root, run_id), reference)
         with httpx.Client(base_url=server.api) as api:
             runs = api.post("/flow_runs/filter", json={}).json()
         subflows = sorted(r["name"] for r in runs if r["parent_task_run_id"])
@@ -296,12 +291,12 @@ def test_an_s3_server_stopped_mid_run_stops_it_naming_storage_and_resume_complet
         (run_id,) = store.list("")
         assert f"cannot write {root}/{run_id}/" in err, err  # names the object, on S3
         assert "Traceback" not in err
-        metrics = store.read_table(f"{run_id}/metrics.parquet")
-        assert metrics["iteration"].to_pylist() == [0]
+        stored = StoredRunView(store, run_id)
+        assert stored.metric("iteration") == [0]
         assert checkpoints.latest(store, run_id) == 0
         for name in store.list(f"{run_id}/iter=1"):  # whatever is visible is whole
             assert store.read_table(f"{run_id}/iter=1/{name}").num_rows > 0
         assert main([*args, "--resume", run_id]) == 0
-        _assert_same_rows(store, run_id, reference)
+        _assert_same_rows(stored, reference)
     finally:
         server.stop()

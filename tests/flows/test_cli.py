@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -73,7 +72,7 @@ def test_the_default_pipeline_is_valid_yaml_with_the_documented_nodes():
 
 @pytest.mark.usefixtures("prefect_api")  # the run reports to the session's Prefect server
 def test_a_failing_node_exits_1_naming_it_and_keeps_finished_iterations(
-    write_yaml, dataset, tmp_path
+    write_yaml, dataset, tmp_path, read_run
 ):
     doc = scoring_pipeline(dataset, storage={"uri": str(tmp_path / "runs")}, iterations=3)
     doc["nodes"]["boom"] = {
@@ -89,4 +88,4 @@ def test_a_failing_node_exits_1_naming_it_and_keeps_finished_iterations(
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert (run_dir / "iter=0" / "boom.parquet").is_file()
     assert not (run_dir / "iter=1" / "boom.parquet").exists()
-    assert pq.read_table(run_dir / "metrics.parquet")["iteration"].to_pylist() == [0]
+    assert read_run(run_dir).metric("iteration") == [0]

@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 
-import pyarrow.parquet as pq
 import pytest
 from prefect.settings import (
     PREFECT_API_URL,
@@ -68,7 +67,7 @@ def test_a_configured_server_or_database_is_left_alone(no_database_url, tmp_path
 
 @pytest.mark.slow
 def test_rldag_run_on_the_embedded_server_records_in_prefect_home_and_recycles_it(
-    write_yaml, dataset, tmp_path
+    write_yaml, dataset, tmp_path, read_run
 ):
     """With no API URL `rldag run` starts a Prefect server of its own on PREFECT_HOME's
     database; a `faults.prefect_server_max_rss_mb` below its size restarts it at every
@@ -89,8 +88,7 @@ def test_rldag_run_on_the_embedded_server_records_in_prefect_home_and_recycles_i
     )
     assert result.returncode == 0, result.stderr
     (run_dir,) = runs.iterdir()
-    stored = pq.read_table(run_dir / "metrics.parquet")["iteration"].to_pylist()
-    assert stored == list(range(iterations))
+    assert read_run(run_dir).metric("iteration") == list(range(iterations))
     with contextlib.closing(sqlite3.connect(home / "prefect.db")) as db:
         flow_runs = db.execute("SELECT id, name, state_type FROM flow_run").fetchall()
         task_runs = db.execute("SELECT flow_run_id, state_type FROM task_run").fetchall()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -13,9 +12,9 @@ from flows.cli import main
 from rldag.compute.placement import Cluster, ClusterNode, plan_placement
 from rldag.config.errors import PlacementError, SpecError
 from rldag.config.spec import PoolSpec, load_pipeline
-from rldag.engine.run import Run
 from rldag.graph.dag import build_graph
 from tests.support.pipelines import scoring_pipeline
+from tests.support.runs import drive_inline, start_run
 
 ONE_BOX = Cluster((ClusterNode("box", 8, 0),), "test")
 
@@ -115,10 +114,8 @@ def test_plan_refuses_an_oversubscribed_declared_pool(write_yaml, dataset, capsy
 def test_a_declared_pool_hosts_a_node_on_ray(ray_local, write_yaml, dataset, tmp_path):
     doc = _reward_pipeline(dataset, {"reward": {"workers": 2, "cpus_per_worker": 0.5}})
     doc.update(iterations=1, storage={"uri": str(tmp_path / "runs")})
-    loaded = load_pipeline(write_yaml(doc))
-    run = Run.start(loaded, build_graph(loaded))
-    run.run_inline(1)
-    probe = pq.read_table(Path(run.uri) / "iter=0" / "judge.parquet")
+    run = start_run(write_yaml(doc))
+    probe = drive_inline(run, 1).table("judge", 0)
     assert set(probe["world_size"].to_pylist()) == {2}  # ran on the reward pool's 2 workers
     assert len(set(probe["pid"].to_pylist())) == 2
     assert run.runner.placement.group_of("judge").name == "reward"

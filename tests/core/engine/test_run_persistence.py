@@ -27,14 +27,11 @@ def test_edges_are_stored_in_the_background_and_failures_name_the_file(
     """Edge tables are written off the critical path; finish_iteration waits for them, and a
     write that fails turns into a RunError naming the file (nothing is silently lost)."""
     from rldag.compute.in_process import InProcessPools
-    from rldag.config.spec import load_pipeline
-    from rldag.engine.run import Run
-    from rldag.graph.dag import build_graph
     from rldag.storage.store import Storage
+    from tests.support.runs import start_run
 
     doc = scoring_pipeline(dataset, storage={"uri": f"file://{tmp_path}/runs"})
-    loaded = load_pipeline(write_yaml(doc), ["ray.enabled=false"])
-    run = Run.start(loaded, build_graph(loaded), InProcessPools())
+    run = start_run(write_yaml(doc), "ray.enabled=false", runner=InProcessPools())
     try:
         handles = execute_iteration(run, 0)
         run.finish_iteration(0, 0.0)

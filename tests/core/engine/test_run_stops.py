@@ -9,16 +9,14 @@ import threading
 from concurrent.futures import Future
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
-from rldag.config.spec import load_pipeline
 from rldag.engine.driver import InlineLauncher, drive
 from rldag.engine.events import NodeStarted, add_listener
 from rldag.engine.run import Run
 from rldag.engine.scheduler import Step
-from rldag.graph.dag import build_graph
 from tests.support.pipelines import scoring_pipeline
+from tests.support.runs import drive_inline, read_run, start_run
 
 BOUND_S = 60  # a regression waits forever: give up long before the suite's timeout
 
@@ -37,8 +35,7 @@ class CannotStartScore(InlineLauncher):
 
 def _run(write_yaml, dataset: Path, tmp_path: Path) -> Run:
     doc = scoring_pipeline(dataset, storage={"uri": f"file://{tmp_path}/runs"})
-    loaded = load_pipeline(write_yaml(doc), ["iterations=3"])
-    return Run.start(loaded, build_graph(loaded))
+    return start_run(write_yaml(doc), "iterations=3")
 
 
 def test_a_step_that_never_started_stops_the_run_with_its_error(write_yaml, dataset, tmp_path):
@@ -54,8 +51,8 @@ def test_a_step_that_never_started_stops_the_run_with_its_error(write_yaml, data
     threading.Thread(target=drive_it, daemon=True).start()  # a hang must not hang the suite
     with pytest.raises(RuntimeError, match="could not start score"):
         driving.result(timeout=BOUND_S)  # before the fix: advantage waited forever
-    metrics = pq.read_table(tmp_path / "runs" / run.run_id / "metrics.parquet")
-    assert metrics["iteration"].to_pylist() == [0]  # the finished iteration is kept
+    stored = read_run(tmp_path / "runs" / run.run_id)
+    assert stored.metric("iteration") == [0]  # the finished iteration is kept
 
 
 def test_a_raising_event_listener_is_logged_and_the_run_goes_on(
@@ -69,9 +66,8 @@ def test_a_raising_event_listener_is_logged_and_the_run_goes_on(
     remove = add_listener(broken)
     try:
         with caplog.at_level(logging.WARNING, logger="rldag.engine.events"):
-            run.run_inline()
+            drive_inline(run)
     finally:
         remove()
-    metrics = pq.read_table(tmp_path / "runs" / run.run_id / "metrics.parquet")
-    assert metrics["iteration"].to_pylist() == [0, 1, 2]
+    assert read_run(tmp_path / "runs" / run.run_id).metric("iteration") == [0, 1, 2]
     assert "dictionary changed size" in caplog.text

@@ -64,7 +64,7 @@ def _history(records: list, key: str, axis: str) -> dict[int, float]:
 
 @pytest.mark.slow
 def test_a_run_reports_to_mlflow_tensorboard_and_wandb(
-    mlflow_server, prefect_api, tiny_task, tmp_path
+    mlflow_server, prefect_api, tiny_task, tmp_path, read_run
 ):
     from mlflow import MlflowClient
     from prefect.client.orchestration import get_client
@@ -81,7 +81,7 @@ def test_a_run_reports_to_mlflow_tensorboard_and_wandb(
     ]
     run_id = rldag_run(str(ROOT / "pipeline.yaml"), overrides)
     run_dir = tmp_path / "runs" / run_id
-    metrics = pq.read_table(run_dir / "metrics.parquet").to_pylist()
+    metrics = read_run(run_dir).metrics()
     rewards = {m["iteration"]: m["reward/mean"] for m in metrics}
     losses = [
         row["loss"]
@@ -156,7 +156,7 @@ def test_a_run_reports_to_mlflow_tensorboard_and_wandb(
 
 @pytest.mark.slow
 def test_a_tracker_whose_server_dies_mid_run_only_warns(
-    mlflow_server, prefect_api, tiny_task, tmp_path
+    mlflow_server, prefect_api, tiny_task, tmp_path, read_run
 ):
     from mlflow import MlflowClient
 
@@ -193,7 +193,7 @@ def test_a_tracker_whose_server_dies_mid_run_only_warns(
         remove()
     mine = [w for w in caught if issubclass(w.category, TrackerWarning)]
     assert len(mine) == 1 and "tracker mlflow failed" in str(mine[0].message)
-    metrics = pq.read_table(tmp_path / "runs" / run_id / "metrics.parquet").to_pylist()
+    metrics = read_run(tmp_path / "runs", run_id).metrics()
     assert [m["iteration"] for m in metrics] == [0, 1, 2, 3]  # training went on
     assert logged_iterations() == [0]  # what reached MLflow before it was gone
     assert sorted(_scalars(tmp_path / "tb" / run_id, "reward/mean")) == [0, 1, 2, 3]

@@ -186,7 +186,7 @@ def test_a_failed_directory_write_uploads_nothing(endpoint, bucket):
 
 @pytest.mark.slow
 def test_checkpoints_and_the_exported_policy_live_on_s3_and_resume(
-    prefect_api, endpoint, bucket, tiny_task
+    prefect_api, endpoint, bucket, tiny_task, read_run
 ):
     from flows.rl_loop import rldag_run
 
@@ -207,5 +207,5 @@ def test_checkpoints_and_the_exported_policy_live_on_s3_and_resume(
     assert store.list("checkpoints/iter=1/train") != []
     assert "config.json" in store.list("hf/train")
     assert rldag_run(pipeline, [*overrides, "iterations=3"], resume=run_id) == run_id
-    metrics = store.read_table("metrics.parquet").to_pylist()
+    metrics = read_run(f"s3://{bucket}/runs/{run_id}", endpoint_url=endpoint).metrics()
     assert [m["policy_version"] for m in metrics] == [0, 1, 2]
