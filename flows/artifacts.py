@@ -1,7 +1,8 @@
 """The Prefect artifacts of a run: a live progress bar, per-iteration metrics and sample
 rollouts, and the reward curve (stored with the run as a PNG and shown inline in the UI).
 
-Thin: the content comes from `rldag.report.rollouts`; this module only publishes it.
+Thin: the content comes from `rldag.report.reward_curve` and `rldag.report.rollouts`; this
+module only publishes it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from prefect.artifacts import (
 )
 
 from rldag.engine.run import Run
-from rldag.report.rollouts import REWARD_CURVE, markdown_image, rollouts_markdown
+from rldag.report.reward_curve import REWARD_CURVE, markdown_image
+from rldag.report.rollouts import rollouts_markdown
 
 PROGRESS_EVERY_S = 1.0  # the progress bar is refreshed at most this often (and at the end)
 

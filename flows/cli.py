@@ -166,7 +166,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Show a stored run: row counts, metrics, or sample rows of one node's table."""
-    from rldag.storage.stored_run import StoredRun, print_episode, print_rows, print_run
+    from rldag.console.inspect import print_episode, print_rows, print_run
+    from rldag.storage.stored_run import StoredRun
 
     run = StoredRun.open(args.run, args.storage, endpoint_url=args.endpoint_url)
     if args.trajectory is not None:

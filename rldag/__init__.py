@@ -15,7 +15,6 @@ from rldag.config.errors import (
 )
 from rldag.config.moved import CORE_MOVES, MovedPathWarning, install
 from rldag.config.spec import NodeKind, PoolName, check_choice, check_positive
-from rldag.engine.metrics import with_reported_metrics
 from rldag.graph.operator import NodeContext, OperatorDef, PoolReservation, Port
 from rldag.graph.registry import (
     Registry,
@@ -24,6 +23,7 @@ from rldag.graph.registry import (
     register_adapter,
     register_path,
 )
+from rldag.graph.reported import with_reported_metrics
 from rldag.graph.schema import MESSAGES, Column, col, columns, type_name
 
 __version__ = "0.1.0"

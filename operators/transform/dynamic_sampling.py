@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 
 from rldag.config.errors import InputError
 from rldag.config.spec import NodeKind, check_positive
-from rldag.engine.metrics import with_reported_metrics
 from rldag.graph.operator import NodeContext, OperatorDef, Port
+from rldag.graph.reported import with_reported_metrics
 from rldag.graph.schema import columns
 
 

@@ -19,7 +19,8 @@ from rldag.engine.events import IterationFinished, RunEnded, RunStarted, emit
 from rldag.engine.run import EdgeHandle, Run
 from rldag.engine.scheduler import Scheduler, Step
 from rldag.engine.streams import StreamFailed
-from rldag.report.rollouts import REWARD_CURVE, reward_curve_png, sample_rollouts
+from rldag.report.reward_curve import REWARD_CURVE, reward_curve_png
+from rldag.report.rollouts import sample_rollouts
 
 log = logging.getLogger("rldag.driver")
 SETTLE_S = 120  # after a failure, how long running steps may take to finish before closing

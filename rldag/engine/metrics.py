@@ -4,12 +4,11 @@ Names follow what veRL users read: ``reward/mean``, ``timing_s/<node>``, ``perf/
 ``score/<node>/errors|dropped`` count a score node's failed reward calls (and
 ``score/<node>/retried_rows`` the rows a remote verifier answered only on a retry);
 ``reward/<name>`` is a composed reward's component; an operator may
-report its own counts (``dapo/kept_groups``) with `with_reported_metrics`.
+report its own counts (``dapo/kept_groups``) with rldag.graph.reported.with_reported_metrics.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 import numpy as np
@@ -18,6 +17,7 @@ import pyarrow.compute as pc
 
 from rldag.config.spec import NodeKind
 from rldag.graph.dag import Graph
+from rldag.graph.reported import reported_metrics
 
 
 def _components(graph: Graph) -> set[str]:
@@ -99,31 +99,6 @@ def component_rewards(graph: Graph, tables: Mapping[str, pa.Table]) -> dict[str,
 
 def _names(table: pa.Table | None) -> list[str]:
     return table.column_names if table is not None else []
-
-
-def _reported_key(node: str) -> bytes:
-    return f"rldag.metrics:{node}".encode()
-
-
-def with_reported_metrics(table: pa.Table, node: str, values: Mapping[str, float]) -> pa.Table:
-    """`table` carrying counts its node reports for the iteration, in its schema metadata
-    (so the stored Parquet file keeps them too); `iteration_metrics` adds them to the row.
-    Keyed by node: downstream tables that inherit the metadata do not count them again."""
-    metadata = dict(table.schema.metadata or {})
-    metadata[_reported_key(node)] = json.dumps({k: float(v) for k, v in values.items()}).encode()
-    return table.replace_schema_metadata(metadata)
-
-
-def reported_metrics(graph: Graph, tables: Mapping[str, pa.Table]) -> dict[str, float]:
-    """The counts each node reported on its own table (summed when two report one name)."""
-    out: dict[str, float] = {}
-    for name in graph.order:
-        table = tables.get(name)
-        if table is None or _reported_key(name) not in (table.schema.metadata or {}):
-            continue
-        for key, value in json.loads(table.schema.metadata[_reported_key(name)]).items():
-            out[key] = out.get(key, 0.0) + value
-    return out
 
 
 def iteration_metrics(

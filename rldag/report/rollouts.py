@@ -1,27 +1,21 @@
-"""What a run shows a person besides its tables: the reward curve as a PNG (matplotlib, Agg,
-no display needed), Markdown that embeds it, and a few sample rollouts as Markdown.
+"""A few sample rollouts of an iteration, and Markdown that shows them (multi-turn episodes
+turn by turn).
 
-Plain functions over metrics rows and Arrow tables; the flows publish the results as Prefect
-artifacts and the run's storage keeps the PNG.
+Plain functions over Arrow tables; the flows publish the Markdown as Prefect artifacts and
+the trackers log the rows.
 """
 
 from __future__ import annotations
 
-import base64
-import io
 import json
-import math
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from rldag.graph.dag import Graph
 from rldag.report.trajectory import TRAJECTORY_COLUMN, speaker, summary, trajectory, turn_title
 
 MAX_CHARS = 600  # a rollout's prompt or response is cut to this in Markdown
-REWARD_CURVE = "reward_curve.png"  # stored as <run_id>/reward_curve.png
 TRAJECTORY_EXTRAS = (
     "turns",
     "turn_rewards",
@@ -30,37 +24,6 @@ TRAJECTORY_EXTRAS = (
     "finish_reason",
     "env_errors",
 )
-
-
-def reward_curve_png(metrics: Sequence[Mapping[str, float]], title: str) -> bytes:
-    """A PNG of `reward/mean` (± `reward/std`) over iterations, from metrics rows."""
-    rows = [m for m in metrics if not math.isnan(m.get("reward/mean", math.nan))]
-    xs = [int(m["iteration"]) for m in rows]
-    mean = [m["reward/mean"] for m in rows]
-    std = [m.get("reward/std", 0.0) for m in rows]
-    fig = Figure(figsize=(7, 3.5), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    ax.plot(xs, mean, marker="o", markersize=3, linewidth=1.5, label="reward/mean")
-    ax.fill_between(
-        xs, [m - s for m, s in zip(mean, std, strict=True)],
-        [m + s for m, s in zip(mean, std, strict=True)], alpha=0.2, label="± reward/std",
-    )  # fmt: skip
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("reward")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    if rows:
-        ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
-
-
-def markdown_image(png: bytes, alt: str) -> str:
-    """Markdown showing `png` inline as a data: URI (the Prefect UI renders it as is)."""
-    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})"
 
 
 def _rollout_table(graph: Graph, tables: Mapping[str, pa.Table]) -> pa.Table | None:

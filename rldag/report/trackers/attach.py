@@ -21,7 +21,8 @@ from rldag.engine.events import (
     add_listener,
 )
 from rldag.engine.run import Run
-from rldag.report.rollouts import reward_curve_png, sample_rollouts
+from rldag.report.reward_curve import reward_curve_png
+from rldag.report.rollouts import sample_rollouts
 from rldag.report.trackers.base import RunInfo, Tracker
 from rldag.report.trackers.fanout import TrackerSet
 

@@ -9,12 +9,8 @@ import io
 import pyarrow as pa
 from PIL import Image
 
-from rldag.report.rollouts import (
-    markdown_image,
-    reward_curve_png,
-    rollouts_markdown,
-    sample_rollouts,
-)
+from rldag.report.reward_curve import markdown_image, reward_curve_png
+from rldag.report.rollouts import rollouts_markdown, sample_rollouts
 
 
 class _Graph:

@@ -23,9 +23,9 @@ from operators.transform.overlong_penalty import (
 )
 from rldag.config.errors import InputError
 from rldag.config.spec import load_pipeline
-from rldag.engine.metrics import reported_metrics
 from rldag.graph.dag import build_graph
 from rldag.graph.operator import NodeContext
+from rldag.graph.reported import reported_metrics
 from tests.support.paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "dapo.yaml"

@@ -1,0 +1,38 @@
+"""Counts a node reports for its iteration, carried in its table's schema metadata (so the
+stored Parquet file keeps them too) under `rldag.metrics:<node>`; the engine adds them to
+the iteration's metrics row. Operators call `with_reported_metrics`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import pyarrow as pa
+
+from rldag.graph.dag import Graph
+
+
+def _reported_key(node: str) -> bytes:
+    return f"rldag.metrics:{node}".encode()
+
+
+def with_reported_metrics(table: pa.Table, node: str, values: Mapping[str, float]) -> pa.Table:
+    """`table` carrying counts its node reports for the iteration, in its schema metadata
+    (so the stored Parquet file keeps them too); rldag.engine.metrics adds them to the row.
+    Keyed by node: downstream tables that inherit the metadata do not count them again."""
+    metadata = dict(table.schema.metadata or {})
+    metadata[_reported_key(node)] = json.dumps({k: float(v) for k, v in values.items()}).encode()
+    return table.replace_schema_metadata(metadata)
+
+
+def reported_metrics(graph: Graph, tables: Mapping[str, pa.Table]) -> dict[str, float]:
+    """The counts each node reported on its own table (summed when two report one name)."""
+    out: dict[str, float] = {}
+    for name in graph.order:
+        table = tables.get(name)
+        if table is None or _reported_key(name) not in (table.schema.metadata or {}):
+            continue
+        for key, value in json.loads(table.schema.metadata[_reported_key(name)]).items():
+            out[key] = out.get(key, 0.0) + value
+    return out
