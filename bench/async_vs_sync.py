@@ -32,9 +32,11 @@ STAGES = ("generate", "env", "score", "advantage", "train")
 def run(args: argparse.Namespace, *overrides: str) -> tuple[list[float], list[dict]]:
     """Wall-clock seconds at each iteration's end (from the run's start) and its metrics."""
     from rldag.config.spec import load_pipeline
+    from rldag.engine.driver import run_inline
     from rldag.engine.events import IterationFinished, RunStarted, add_listener
     from rldag.engine.run import Run
     from rldag.graph.dag import build_graph
+    from rldag.report.reward_curve import store_reward_curve
 
     marks: list[float] = []
     metrics: list[dict] = []
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace, *overrides: str) -> tuple[list[float], list[di
         )
         remove = add_listener(listen)
         try:
-            Run.start(loaded, build_graph(loaded)).run_inline()
+            run_inline(Run.start(loaded, build_graph(loaded)), on_close=(store_reward_curve,))
         finally:
             remove()
     return [m - marks[0] for m in marks[1:]], metrics

@@ -173,9 +173,11 @@ def run_rldag(task: Path, work: Work) -> Result:
     time between iterations' ends (with async, iterations overlap: their own durations are
     longer than what each adds)."""
     from rldag.config.spec import load_pipeline
+    from rldag.engine.driver import run_inline
     from rldag.engine.events import IterationFinished, RunStarted, add_listener
     from rldag.engine.run import Run
     from rldag.graph.dag import build_graph
+    from rldag.report.reward_curve import store_reward_curve
 
     marks: list[float] = []
 
@@ -188,7 +190,7 @@ def run_rldag(task: Path, work: Work) -> Result:
         run = Run.start(loaded, build_graph(loaded))
         remove = add_listener(listen)
         try:
-            run.run_inline(work.steps)
+            run_inline(run, work.steps, on_close=(store_reward_curve,))
         finally:
             remove()
     times = [b - a for a, b in zip(marks, marks[1:], strict=False)]

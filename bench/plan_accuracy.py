@@ -53,10 +53,11 @@ def measured_rate(path: Path, overrides: list[str]) -> float:
     from rldag.graph.dag import build_graph
     from rldag.planning.profiling import timed_inline_run
     from rldag.planning.simulator import STEADY_SKIP
+    from rldag.report.reward_curve import store_reward_curve
 
     loaded = load_pipeline(path, overrides)
     graph = build_graph(loaded)
-    run, ends = timed_inline_run(loaded, graph)
+    run, ends = timed_inline_run(loaded, graph, on_close=(store_reward_curve,))
     train = next(n for n in graph.order if graph.nodes[n].kind == "train")
     batch = next(iter(graph.nodes[train].inputs.values()))
     samples = run.storage.table_rows(f"{run.run_id}/iter=0/{batch}.parquet")
@@ -81,6 +82,7 @@ def main() -> None:
     from rldag.planning.costs import CostModel
     from rldag.planning.profiling import profile
     from rldag.planning.simulator import simulate
+    from rldag.report.reward_curve import store_reward_curve
 
     if args.repeats:  # --repeats 0 --record F: only the table of the recorded rounds
         ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING")
@@ -99,7 +101,9 @@ def main() -> None:
             measured = {label: seen["measured"].setdefault(label, []) for label in cases}
             for _ in range(args.repeats):  # round robin: every setting sees the same load
                 seen["models"].append(
-                    profile(str(path), base, args.profile).costs.to_table().to_pylist()
+                    profile(str(path), base, args.profile, on_close=(store_reward_curve,))
+                    .costs.to_table()
+                    .to_pylist()
                 )
                 for label, overrides in cases.items():
                     measured[label].append(measured_rate(path, overrides))

@@ -163,9 +163,11 @@ def bench_judge(policy: Path, rows: pa.Table, repeats: int, hf_batches: list[int
 
 def bench_overlap(policy: Path, rm: Path, data: Path, iterations: int) -> None:
     from rldag.config.spec import load_pipeline
+    from rldag.engine.driver import run_inline
     from rldag.engine.events import NodeFinished, add_listener
     from rldag.engine.run import Run
     from rldag.graph.dag import build_graph
+    from rldag.report.reward_curve import store_reward_curve
 
     finished: dict[tuple[int, str], float] = {}
     seconds: dict[tuple[int, str], float] = {}
@@ -191,7 +193,7 @@ def bench_overlap(policy: Path, rm: Path, data: Path, iterations: int) -> None:
             ],
         )
         run = Run.start(loaded, build_graph(loaded))
-        run.run_inline()
+        run_inline(run, on_close=(store_reward_curve,))
         run.close()
         its = range(1, iterations)
         walls = [finished[i, "train"] - finished[i - 1, "train"] for i in its]

@@ -117,10 +117,12 @@ if mode == "prefect":
     from flows.cli import main
     sys.exit(main(["run", *sys.argv[5:]]))
 from rldag.graph.dag import build_graph
+from rldag.engine.driver import run_inline
 from rldag.engine.run import Run
+from rldag.report.reward_curve import store_reward_curve
 from rldag.config.spec import load_pipeline
 loaded = load_pipeline(sys.argv[5], sys.argv[6:])
-Run.start(loaded, build_graph(loaded)).run_inline()
+run_inline(Run.start(loaded, build_graph(loaded)), on_close=(store_reward_curve,))
 """
 
 

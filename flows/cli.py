@@ -212,7 +212,9 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Export a run's last checkpointed policy as a Hugging Face directory."""
     loaded, graph = _load(args)
-    for path in checkpoints.export_checkpoint(loaded, graph, args.run):
+    from rldag.engine.export import export_checkpoint
+
+    for path in export_checkpoint(loaded, graph, args.run):
         console.print(f"exported {path}", highlight=False)
     return 0
 

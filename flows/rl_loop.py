@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Annotated
 
+import pyarrow as pa
 from prefect import Task, flow
 from prefect.client.schemas.objects import TaskRunResult
 from prefect.context import FlowRunContext
@@ -45,6 +46,8 @@ from rldag.engine.driver import drive
 from rldag.engine.run import EdgeHandle, Run
 from rldag.engine.scheduler import Step
 from rldag.graph.dag import build_graph
+from rldag.report.reward_curve import store_reward_curve
+from rldag.report.rollouts import sample_rollouts
 from tasks.nodes import node_task
 
 log = logging.getLogger("rldag.prefect")
@@ -193,10 +196,15 @@ class PrefectLauncher:
         return result
 
     def iteration_finished(
-        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict], in_flight: int
+        self,
+        iteration: int,
+        metrics: dict[str, float],
+        tables: Mapping[str, pa.Table],
+        in_flight: int,
     ) -> None:
         if iteration + 1 < self.run.loaded.spec.iterations:  # before new steps launch
             recycle_if_grown(self.run.loaded.spec.faults.prefect_server_max_rss_mb)
+        rollouts = sample_rollouts(self.run.graph, tables)
         self._inbox(iteration).items.put(_Close(metrics, rollouts))
         with self._lock:
             for step in [s for s in self._task_runs if s.iteration == iteration]:
@@ -221,8 +229,9 @@ def _refuse(inbox: _Inbox, error: RunError) -> None:
 
 def run_iterations(run: Run, first: int = 0) -> str:
     """Drive `run` from iteration `first` with its steps as Prefect task runs; the calling
-    flow gets a live progress artifact and, at the end, the reward curve."""
-    drive(run, PrefectLauncher(run), first)
+    flow gets a live progress artifact and, at the end, the reward curve (stored with the
+    run before the launcher publishes it)."""
+    drive(run, PrefectLauncher(run), first, on_close=(store_reward_curve,))
     return run.run_id
 
 

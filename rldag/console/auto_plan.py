@@ -150,8 +150,9 @@ def plan_command(console: Console, pipeline: str, overrides: list[str], req: Pla
     cluster = parse_cluster(req.cluster) if req.cluster else _cluster(loaded)
     if req.profile:
         from rldag.planning.profiling import profile
+        from rldag.report.reward_curve import store_reward_curve
 
-        measured = profile(pipeline, overrides, req.profile)
+        measured = profile(pipeline, overrides, req.profile, on_close=(store_reward_curve,))
         costs, where = measured.costs, f"{measured.uri}/{COSTS_FILE}"
     elif req.costs:
         costs, where = load_costs(req.costs, loaded), req.costs

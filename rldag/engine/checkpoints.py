@@ -13,12 +13,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rldag.compute.in_process import InProcessPools
 from rldag.compute.weights.wire import load_wire, save_wire
 from rldag.config.errors import InputError
-from rldag.config.spec import LoadedPipeline, PipelineSpec
+from rldag.config.spec import PipelineSpec
 from rldag.graph.dag import Graph, Node
-from rldag.storage.store import Storage, open_storage
+from rldag.storage.store import Storage
 
 if TYPE_CHECKING:
     from rldag.engine.run import Run
@@ -118,19 +117,3 @@ def export_policy(run: Run) -> list[str]:
             run.runner.export_hf(node, path)
         out.append(run.storage.uri(rel))
     return out
-
-
-def export_checkpoint(loaded: LoadedPipeline, graph: Graph, run_id: str) -> list[str]:
-    """On demand: load a run's last checkpoint in this process and export its policy as a
-    Hugging Face directory (`<run>/hf/<node>/`), without touching anything else."""
-    storage = open_storage(loaded.spec.storage)
-    if latest(storage, run_id) is None:
-        raise InputError(f"run {run_id!r} under {storage.root} has no checkpoint", path="RUN")
-    from rldag.engine.run import Run
-
-    run = Run(loaded, graph, storage, run_id, InProcessPools())
-    try:
-        resume(run)
-        return export_policy(run)
-    finally:
-        run.runner.close()

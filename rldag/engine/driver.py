@@ -1,7 +1,9 @@
 """The one loop that drives a run: it asks the scheduler what may start, hands each step to a
 launcher (a thread here; a Prefect task run in flows.rl_loop), and when an iteration is
 complete computes its metrics, commits its checkpoint and tells the launcher and the
-listeners. At the end it exports the policy and stores the reward curve.
+listeners. At the end it exports the policy and runs the caller's closing hooks (the
+composition roots store the reward curve there: rldag.report.reward_curve). It renders
+nothing itself.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from contextlib import ExitStack
 from functools import partial
 from typing import Protocol
 
+import pyarrow as pa
+
 from rldag.engine import checkpoints
 from rldag.engine.events import IterationFinished, RunEnded, RunStarted, emit
 from rldag.engine.run import EdgeHandle, Run
 from rldag.engine.scheduler import Scheduler, Step
 from rldag.engine.streams import StreamFailed
-from rldag.report.reward_curve import REWARD_CURVE, reward_curve_png
-from rldag.report.rollouts import sample_rollouts
 
 log = logging.getLogger("rldag.driver")
 SETTLE_S = 120  # after a failure, how long running steps may take to finish before closing
@@ -32,8 +34,13 @@ class Launcher(Protocol):
     def launch(self, step: Step, inputs: Mapping[str, EdgeHandle]) -> Future[EdgeHandle]: ...
 
     def iteration_finished(
-        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict], in_flight: int
-    ) -> None: ...
+        self,
+        iteration: int,
+        metrics: dict[str, float],
+        tables: Mapping[str, pa.Table],
+        in_flight: int,
+    ) -> None:
+        """The iteration is complete: its metrics row and its nodes' tables by name."""
 
     def close(self, failed: bool) -> None: ...
 
@@ -50,7 +57,11 @@ class InlineLauncher:
         return self._pool.submit(self.run.execute, step, inputs)
 
     def iteration_finished(
-        self, iteration: int, metrics: dict[str, float], rollouts: Sequence[dict], in_flight: int
+        self,
+        iteration: int,
+        metrics: dict[str, float],
+        tables: Mapping[str, pa.Table],
+        in_flight: int,
     ) -> None:
         return None
 
@@ -58,19 +69,29 @@ class InlineLauncher:
         self._pool.shutdown(wait=True)
 
 
-def store_reward_curve(run: Run) -> bytes | None:
-    """The reward curve PNG of the iterations done, stored with the run."""
-    if not run.metrics:
-        return None
-    png = reward_curve_png(run.metrics, f"{run.loaded.spec.name} · {run.run_id}")
-    run.storage.write_bytes(f"{run.run_id}/{REWARD_CURVE}", png)
-    return png
+OnClose = Callable[[Run], object]  # a closing hook: gets the run, before it is closed
 
 
-def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None) -> None:
+def run_inline(run: Run, iterations: int | None = None, on_close: Sequence[OnClose] = ()) -> None:
+    """Run iterations 0.. of `run` in this process without an orchestrator (debugging, tests,
+    benchmarks), through the same scheduler and loop as `rldag run`; closes the run."""
+    drive(run, InlineLauncher(run), last=iterations, on_close=on_close)
+
+
+def drive(
+    run: Run,
+    launcher: Launcher,
+    first: int = 0,
+    last: int | None = None,
+    on_close: Sequence[OnClose] = (),
+) -> None:
     """Run iterations `first`..`last - 1` (default: to the pipeline's `iterations`) of
     `run`, then close it. A failed step stops the run with its RunError once the steps
-    still running have settled; finished iterations stay stored."""
+    still running have settled; finished iterations stay stored.
+
+    Each `on_close` hook runs with the run once it ends, also after a failure (on what it
+    finished), before the launcher and the run are closed: in a good run a hook's error is
+    the run's, in a failed one it is a warning."""
     spec = run.loaded.spec
     last = spec.iterations if last is None else last
     streaming = spec.async_.chunk_groups > 0
@@ -120,8 +141,9 @@ def drive(run: Run, launcher: Launcher, first: int = 0, last: int | None = None)
             closing_steps.callback(_closing, run, failed, "closing", run.close)
             launched = partial(launcher.close, failed)
             closing_steps.callback(_closing, run, failed, "closing the launcher of", launched)
-            curve = partial(store_reward_curve, run)  # also a failed run's: what it finished
-            _closing(run, failed, "storing the reward curve of", curve)
+            for hook in on_close:
+                name = getattr(hook, "__name__", repr(hook))
+                _closing(run, failed, f"the closing hook {name} of", partial(hook, run))
 
 
 def _closing(run: Run, failed: bool, what: str, step: Callable[[], object]) -> None:
@@ -157,7 +179,6 @@ def _close_iteration(
     run: Run, launcher: Launcher, iteration: int, seconds: float, in_flight: int
 ) -> None:
     tables = {name: run.table(iteration, name) for name in run.graph.order}
-    rollouts = sample_rollouts(run.graph, tables)
     metrics = run.finish_iteration(iteration, seconds)
     checkpoints.commit_if_due(run, iteration)
-    launcher.iteration_finished(iteration, metrics, rollouts, in_flight)
+    launcher.iteration_finished(iteration, metrics, tables, in_flight)

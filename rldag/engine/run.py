@@ -2,8 +2,8 @@
 iteration) on its pool, chunk by chunk where the node streams, persists its table and
 closes an iteration with its metrics.
 
-Both drivers (rldag.engine.driver: inline; flows.rl_loop: Prefect) call `open_step` when the
-scheduler starts a step and `execute` with the handles of its inputs.
+The driver (rldag.engine.driver; its launchers: inline, or Prefect in flows.rl_loop) calls
+`open_step` when the scheduler starts a step and `execute` with the handles of its inputs.
 """
 
 from __future__ import annotations
@@ -279,13 +279,6 @@ class Run:
                 self._streams.pop(Step(iteration, n), None)
                 self._seconds.pop(Step(iteration, n), None)
         return row
-
-    def run_inline(self, iterations: int | None = None) -> None:
-        """Run iterations 0.. in this process without an orchestrator (debugging, tests,
-        benchmarks), through the same scheduler and loop as `rldag run`; closes the run."""
-        from rldag.engine.driver import InlineLauncher, drive
-
-        drive(self, InlineLauncher(self), last=iterations)
 
     def close(self) -> None:
         """Finish pending writes, release the pools and the run's lock."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import struct
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ from rldag.planning.costs import CostModel, fit_costs, observe_stored_run
 from rldag.storage.store import Storage
 
 if TYPE_CHECKING:
+    from rldag.engine.driver import OnClose
     from rldag.engine.run import Run
 
 # what a profiling run sets on top of the user's overrides: each stage alone
@@ -94,9 +96,12 @@ class Profile:
     costs: CostModel
 
 
-def timed_inline_run(loaded: LoadedPipeline, graph: Graph) -> tuple[Run, tuple[float, ...]]:
-    """Run a pipeline inline to the end; the run and the wall-clock seconds at each
-    iteration's end, from the run's start."""
+def timed_inline_run(
+    loaded: LoadedPipeline, graph: Graph, on_close: Sequence[OnClose] = ()
+) -> tuple[Run, tuple[float, ...]]:
+    """Run a pipeline inline to the end (`on_close`: the driver's closing hooks); the run and
+    the wall-clock seconds at each iteration's end, from the run's start."""
+    from rldag.engine.driver import run_inline
     from rldag.engine.run import Run
 
     marks: list[float] = []
@@ -108,17 +113,20 @@ def timed_inline_run(loaded: LoadedPipeline, graph: Graph) -> tuple[Run, tuple[f
     run = Run.start(loaded, graph)
     remove = add_listener(listen)
     try:
-        run.run_inline()
+        run_inline(run, on_close=on_close)
     finally:
         remove()
     return run, tuple(m - marks[0] for m in marks[1:])
 
 
-def profile(path: str, overrides: list[str], iterations: int) -> Profile:
+def profile(
+    path: str, overrides: list[str], iterations: int, on_close: Sequence[OnClose] = ()
+) -> Profile:
     """Run `iterations` iterations of the pipeline, stages one after another, timing each
-    iteration's end; fit the cost model and store it as `<run>/costs.parquet`."""
+    iteration's end (`on_close`: the driver's closing hooks); fit the cost model and store
+    it as `<run>/costs.parquet`."""
     loaded = load_pipeline(path, [*overrides, *PROFILE_OVERRIDES, f"iterations={iterations}"])
     graph = build_graph(loaded)
-    run, ends = timed_inline_run(loaded, graph)
+    run, ends = timed_inline_run(loaded, graph, on_close)
     model = costs_of_stored_run(loaded, graph, run.storage, run.run_id, ends, synchronous=True)
     return Profile(run.run_id, run.uri, model)
