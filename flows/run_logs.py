@@ -28,5 +28,5 @@ def forward_rldag_logs(level: int = logging.INFO) -> None:
 
 def _inside_a_run(record: logging.LogRecord) -> bool:
     """Only records logged within a flow or task run go to the API (operators also run
-    outside Prefect: `Run.run_inline`, benchmarks, tests)."""
+    outside Prefect: `rldag.engine.driver.run_inline`, benchmarks, tests)."""
     return FlowRunContext.get() is not None or TaskRunContext.get() is not None

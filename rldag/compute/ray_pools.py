@@ -23,9 +23,10 @@ from rldag.compute.dispatch import (
     reattach,
     select_rows,
 )
-from rldag.compute.in_process import InProcessPools, NodeRunner, WeightsSnapshot
+from rldag.compute.in_process import InProcessPools
 from rldag.compute.log_capture import replay
 from rldag.compute.placement import Placement, WorkerGroup
+from rldag.compute.runner import NodeRunner, WeightsSnapshot
 from rldag.compute.weights.edges import BroadcastEdges
 from rldag.compute.worker import PoolWorker
 from rldag.config.errors import PlacementError
@@ -44,7 +45,7 @@ class WorkerLost(RuntimeError):
 
 
 class RayPools:
-    """A NodeRunner over Ray worker groups (see rldag.compute.in_process.NodeRunner)."""
+    """A NodeRunner over Ray worker groups (see rldag.compute.runner.NodeRunner)."""
 
     def __init__(
         self,

@@ -1,5 +1,8 @@
 """The pool worker: a Ray actor that hosts the operators of the nodes placed on its worker
-group (both roles when training and rollout are colocated) for the whole run."""
+group (both roles when training and rollout are colocated) for the whole run, over one
+OperatorHost. What is Ray's own stays here: rank and rendezvous, the rows a rank runs,
+replies that carry only new columns, captured logs, weight groups and the wire format.
+Called through the typed handles of rldag.compute.handles."""
 
 from __future__ import annotations
 
@@ -8,26 +11,38 @@ import socket
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from rldag.compute.allocator import cap_malloc_arenas
 from rldag.compute.dispatch import added_columns, select_rows
-from rldag.compute.in_process import (
-    checkpointable,
-    close_all,
-    policy,
-    pull_weights,
-    streaming,
-    version_of,
-)
+from rldag.compute.host import OperatorHost
 from rldag.compute.log_capture import CapturedLogs
 from rldag.compute.weights.broadcast import WeightGroup
 from rldag.compute.weights.wire import from_wire, to_wire
 from rldag.graph.dag import Node
-from rldag.graph.operator import NodeContext, OperatorInstance
+from rldag.graph.operator import NodeContext
+
+Selection = tuple[int, int] | np.ndarray | None  # a rank's rows: a range, indices, or all
+
+
+class RunReply(NamedTuple):
+    """A rank's result of `PoolWorker.run`."""
+
+    table: pa.Table  # the output, or only its new columns when `only_added`
+    only_added: bool  # the output was the selected rows plus these columns
+    seconds: float  # operator seconds
+    logs: list[dict[str, object]]  # what the operator logged to `rldag.*`, to replay
+
+
+class ChunkReply(NamedTuple):
+    """One chunk of `PoolWorker.stream`."""
+
+    table: pa.Table
+    seconds: float  # operator seconds to make it
+    logs: list[dict[str, object]]
 
 
 def _free_port() -> int:
@@ -42,7 +57,7 @@ class PoolWorker:
     def __init__(self, group: str, rank: int, world_size: int) -> None:
         cap_malloc_arenas()  # a long-lived process whose threads come and go (allocator.py)
         self.group, self.rank, self.world_size = group, rank, world_size
-        self._instances: dict[str, OperatorInstance] = {}
+        self.host = OperatorHost()
         self._weight_groups: dict[str, WeightGroup] = {}  # by weights edge
         self._weight_stores: dict[str, Any] = {}  # rank 0: the store it opened, until it joins
         os.environ.update(
@@ -58,32 +73,13 @@ class PoolWorker:
     def set_master(self, addr: str, port: int) -> None:
         os.environ.update({"MASTER_ADDR": addr, "MASTER_PORT": str(port)})
 
-    def info(self) -> dict[str, Any]:
-        """Where this worker landed: node, IP, GPU ids, rank and rendezvous settings."""
-        import ray
-
-        ctx = ray.get_runtime_context()
-        return {
-            "group": self.group,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "node_id": ctx.get_node_id(),
-            "ip": ray.util.get_node_ip_address(),
-            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-            "master_addr": os.environ.get("MASTER_ADDR", ""),
-            "master_port": os.environ.get("MASTER_PORT", ""),
-            "pid": os.getpid(),
-        }
-
-    def _instance(self, node: Node) -> OperatorInstance:
-        if node.name not in self._instances:
-            self._instances[node.name] = node.op.factory(node.params)
-        return self._instances[node.name]
+    def pid(self) -> int:
+        """This worker's process id."""
+        return os.getpid()
 
     def build(self, node: Node) -> None:
         """Build the node's operator now (model loads of all pools overlap at the start)."""
-        self._instance(node)
+        self.host.instance(node)
 
     def run(
         self,
@@ -92,24 +88,22 @@ class PoolWorker:
         ctx: NodeContext,
         primary: str | None,
         table: pa.Table | None,
-        selection: tuple[int, int] | np.ndarray | None,
-    ) -> tuple[pa.Table, bool, float, list[dict[str, object]]]:
+        selection: Selection,
+    ) -> RunReply:
         """Run the node on its selected rows of the `primary` input `table` (resolved by Ray
-        from one shared object). Returns (table, only_added, operator seconds, log records):
-        when the output is those rows plus new columns, only the new columns travel back;
-        what the operator logged to `rldag.*` is replayed by the driver into the task run."""
+        from one shared object). When the output is those rows plus new columns, only the
+        new columns travel back; what the operator logged to `rldag.*` is replayed by the
+        driver into the task run."""
         ctx = replace(ctx, rank=self.rank, world_size=self.world_size)
         rows = None if primary is None else select_rows(table, selection)
         with CapturedLogs() as logs:
-            begin = time.perf_counter()
-            output = self._instance(node)(
-                inputs if rows is None else {**inputs, primary: rows}, ctx
+            output, seconds = self.host.run(
+                node, inputs if rows is None else {**inputs, primary: rows}, ctx
             )
-            seconds = time.perf_counter() - begin
         added = None if rows is None else added_columns(rows, output)
         if added is not None:
-            return output.select(added), True, seconds, logs.records
-        return output, False, seconds, logs.records
+            return RunReply(output.select(added), True, seconds, logs.records)
+        return RunReply(output, False, seconds, logs.records)
 
     def stream(
         self,
@@ -118,34 +112,35 @@ class PoolWorker:
         ctx: NodeContext,
         primary: str | None,
         table: pa.Table | None,
-        selection: tuple[int, int] | np.ndarray | None,
-    ) -> Iterator[tuple[pa.Table, float, list[dict[str, object]]]]:
-        """A streaming operator's chunks (a Ray streaming generator): (chunk, operator
-        seconds, log records) as each chunk is ready."""
+        selection: Selection,
+    ) -> Iterator[ChunkReply]:
+        """A streaming operator's chunks (a Ray streaming generator), each as it is ready."""
         ctx = replace(ctx, rank=self.rank, world_size=self.world_size)
         if primary is not None:
             inputs = {**inputs, primary: select_rows(table, selection)}
-        chunks = streaming(self._instance(node)).stream(inputs, ctx)
+        chunks = self.host.stream(node, inputs, ctx)
         while True:
             with CapturedLogs() as logs:
-                begin = time.perf_counter()
-                chunk = next(chunks, None)
-                seconds = time.perf_counter() - begin
-            if chunk is None:
+                made = next(chunks, None)
+            if made is None:
                 return
-            yield chunk, seconds, logs.records
+            yield ChunkReply(*made, logs.records)
 
     def policy_version(self, node: Node) -> int:
-        return version_of(self._instance(node))
+        return self.host.policy_version(node)
 
     def export_weights(self, node: Node) -> dict[str, Any]:
         """The node's weights in wire form (numpy buffers the object store holds zero-copy)."""
-        return to_wire(policy(self._instance(node)).export_weights())
+        return to_wire(self.host.export_weights(node))
 
     def load_weights(self, node: Node, weights: dict[str, Any], version: int) -> float:
         start = time.perf_counter()
-        policy(self._instance(node)).load_weights(from_wire(weights), version)
+        self.host.load_weights(node, from_wire(weights), version)
         return time.perf_counter() - start
+
+    def sync_local(self, source: Node, target: Node) -> int:
+        """Colocated weights edge: copy in this process when the source is newer."""
+        return self.host.pull_weights(source, target)[0]
 
     def weight_device(self) -> str:
         """The UUID of the GPU this worker's weight group would use ("" without CUDA)."""
@@ -170,30 +165,25 @@ class PoolWorker:
     def send_weights(self, node: Node, edge: str, bucket_bytes: int) -> None:
         """Gather the node's full weights (every rank of a sharded trainer calls this); the
         member of `edge`'s weight group broadcasts them."""
-        weights = policy(self._instance(node)).export_weights()
+        weights = self.host.export_weights(node)
         if edge in self._weight_groups:
             self._weight_groups[edge].send(weights, bucket_bytes)
 
     def receive_weights(self, node: Node, edge: str, version: int) -> float:
         """Load the weights broadcast over `edge`'s weight group into the node's operator."""
         start = time.perf_counter()
-        target = policy(self._instance(node))
+        target = self.host.policy(node)
         self._weight_groups[edge].receive(lambda weights: target.load_weights(weights, version))
         return time.perf_counter() - start
 
     def save_checkpoint(self, node: Node, path: str) -> None:
-        checkpointable(self._instance(node)).save_checkpoint(path)
+        self.host.save_checkpoint(node, path)
 
     def load_checkpoint(self, node: Node, path: str) -> None:
-        checkpointable(self._instance(node)).load_checkpoint(path)
+        self.host.load_checkpoint(node, path)
 
     def export_hf(self, node: Node, path: str) -> None:
-        checkpointable(self._instance(node)).export_hf(path)
-
-    def sync_local(self, source: Node, target: Node) -> int:
-        """Colocated weights edge: copy in this process when the source is newer."""
-        return pull_weights(self._instance(source), self._instance(target))[0]
+        self.host.export_hf(node, path)
 
     def close(self) -> None:
-        close_all(self._instances)
-        self._instances.clear()
+        self.host.close()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from rldag.compute.in_process import NodeRunner, WeightsSnapshot
+from rldag.compute.runner import NodeRunner, WeightsSnapshot
 from rldag.config.errors import InputError, RunError, describe
 from rldag.config.spec import LoadedPipeline
 from rldag.engine import checkpoints
