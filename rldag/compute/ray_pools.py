@@ -23,12 +23,13 @@ from rldag.compute.dispatch import (
     reattach,
     select_rows,
 )
+from rldag.compute.handles import WorkerHandle, start_worker
 from rldag.compute.in_process import InProcessPools
 from rldag.compute.log_capture import replay
-from rldag.compute.placement import Placement, WorkerGroup
+from rldag.compute.placement import Placement, WorkerGroup, plan_placement
 from rldag.compute.runner import NodeRunner, WeightsSnapshot
 from rldag.compute.weights.edges import BroadcastEdges
-from rldag.compute.worker import PoolWorker
+from rldag.compute.worker import ChunkReply, RunReply
 from rldag.config.errors import PlacementError
 from rldag.config.spec import FaultsSpec, PipelineSpec, PoolName, WeightsSpec
 from rldag.engine.events import Starting, emit
@@ -62,7 +63,7 @@ class RayPools:
         self.operator_seconds: dict[str, float] = {}  # last call, slowest worker (for bench/)
         self._driver = InProcessPools()
         self._edges = BroadcastEdges(weights or WeightsSpec())  # split weights edges
-        self._workers: dict[str, list] = {}
+        self._workers: dict[str, list[WorkerHandle]] = {}
         self._reservations: dict[str, PoolReservation] = {}  # by group: lent to companions
         self._pgs: dict[str, Any] = {}
         for group in placement.groups.values():
@@ -86,19 +87,14 @@ class RayPools:
             addr, port = ray.get(self._workers[group.name][0].rendezvous_address.remote())
             ray.get([w.set_master.remote(addr, port) for w in self._workers[group.name]])
 
-    def _spawn(self, group: WorkerGroup, rank: int) -> Any:
+    def _spawn(self, group: WorkerGroup, rank: int) -> WorkerHandle:
         """The worker actor of `rank` in its bundle of the group's placement group."""
-        import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         strategy = PlacementGroupSchedulingStrategy(
             self._pgs[group.name], placement_group_bundle_index=rank
         )
-        return (
-            ray.remote(PoolWorker)
-            .options(num_cpus=group.cpus, num_gpus=group.gpus, scheduling_strategy=strategy)
-            .remote(group.name, rank, group.workers)
-        )
+        return start_worker(group, rank, strategy)
 
     def build_all(self, graph: Graph) -> None:
         """Start building every pool node's operator on all its workers at once, without
@@ -112,7 +108,7 @@ class RayPools:
                 for w in self._workers[group.name]:
                     w.build.remote(node)
 
-    def workers(self, group: str) -> list:
+    def workers(self, group: str) -> list[WorkerHandle]:
         """The actor handles of a worker group, by rank."""
         return self._workers[group]
 
@@ -128,7 +124,7 @@ class RayPools:
 
     def _dispatch(
         self, node: Node, inputs: Mapping[str, pa.Table]
-    ) -> tuple[list, str | None, pa.Table | None, dict[str, pa.Table], list, object]:
+    ) -> tuple[list[WorkerHandle], str | None, pa.Table | None, dict[str, pa.Table], list, object]:
         """Workers, primary port, its table, the other inputs, each worker's selection of
         rows and what to send as the primary table (one object-store copy when shared)."""
         import ray
@@ -166,19 +162,19 @@ class RayPools:
             lambda w, sel=sel: w.run.remote(node, rest, ctx, primary, ref, sel)
             for sel in selections[: len(workers)]
         ]
-        results = self._gather(node, calls)
-        for *_, logs in results:
-            replay(logs)  # operator logs, into this task's run logs
-        self.operator_seconds[node.name] = max(seconds for _, _, seconds, _ in results)
+        results: list[RunReply] = self._gather(node, calls)
+        for reply in results:
+            replay(reply.logs)  # operator logs, into this task's run logs
+        self.operator_seconds[node.name] = max(reply.seconds for reply in results)
         if primary is None:
-            return results[0][0]
+            return results[0].table
         outputs = [
-            reattach(select_rows(table, sel), out) if only_added else out
-            for sel, (out, only_added, _, _) in zip(selections, results, strict=False)
+            reattach(select_rows(table, sel), reply.table) if reply.only_added else reply.table
+            for sel, reply in zip(selections, results, strict=False)
         ]
         return outputs[0] if node.op.dispatch == "replicate" else join_tables(outputs)
 
-    def _gather(self, node: Node, calls: list[Callable[[Any], Any]]) -> list:
+    def _gather(self, node: Node, calls: list[Callable[[WorkerHandle], Any]]) -> list:
         """Each worker's result of `calls[rank](worker)`. A worker whose process died is
         replaced by a fresh actor in its bundle and its call re-run there, when its group
         holds no state (`faults.max_restarts` per run); otherwise WorkerLost names the node."""
@@ -234,13 +230,13 @@ class RayPools:
             ready, _ = ray.wait(list(live), num_returns=1)
             gen = ready[0]
             try:
-                chunk, spent, logs = ray.get(next(gen))
+                reply: ChunkReply = ray.get(next(gen))
             except StopIteration:
                 del live[gen]
                 continue
-            replay(logs)
-            seconds[live[gen]] += spent
-            yield chunk
+            replay(reply.logs)
+            seconds[live[gen]] += reply.seconds
+            yield reply.table
         self.operator_seconds[node.name] = max(seconds)
 
     def snapshot_weights(self, source: Node) -> WeightsSnapshot:
@@ -305,7 +301,7 @@ class RayPools:
 
         return WeightsSnapshot(version, ray.put(weights))
 
-    def _on_every_rank(self, node: Node, call: Callable[[Any], Any]) -> None:
+    def _on_every_rank(self, node: Node, call: Callable[[WorkerHandle], Any]) -> None:
         """`call(worker)` (returning an object ref) on every worker of the node's group:
         sharded checkpoints need all ranks."""
         import ray
@@ -347,8 +343,6 @@ class RayPools:
 def start_pools(spec: PipelineSpec, graph: Graph, where: str = "") -> NodeRunner:
     """The NodeRunner for a run: Ray worker groups, or everything in-process when
     `ray.enabled` is false."""
-    from rldag.compute.placement import plan_placement
-
     if not spec.ray.enabled or all(n.pool == PoolName.driver for n in graph.nodes.values()):
         return InProcessPools()
     emit(

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
+from rldag.compute.handles import WorkerHandle
 from rldag.config.errors import PlacementError
 from rldag.config.spec import WeightsSpec, WeightsTransport
 from rldag.graph.dag import Node
@@ -22,7 +24,9 @@ class BroadcastEdges:
         self.spec = spec
         self._formed: dict[str, bool] = {}  # edge -> True: collective, False: object store
 
-    def usable(self, edge: str, senders: list, receivers: list) -> bool:
+    def usable(
+        self, edge: str, senders: Sequence[WorkerHandle], receivers: Sequence[WorkerHandle]
+    ) -> bool:
         """Whether `edge` broadcasts; forms its group (trainer rank 0 + every receiver) on
         the first call. Under `auto` a group that cannot form falls back to the object
         store with a warning; under `collective` it is an error."""
@@ -32,7 +36,7 @@ class BroadcastEdges:
             self._formed[edge] = self._form(edge, senders[0], receivers)
         return self._formed[edge]
 
-    def _form(self, edge: str, sender, receivers: list) -> bool:
+    def _form(self, edge: str, sender: WorkerHandle, receivers: Sequence[WorkerHandle]) -> bool:
         import ray
 
         start = time.perf_counter()
@@ -68,7 +72,13 @@ class BroadcastEdges:
         return True
 
     def sync(
-        self, edge: str, senders: list, receivers: list, source: Node, target: Node, version: int
+        self,
+        edge: str,
+        senders: Sequence[WorkerHandle],
+        receivers: Sequence[WorkerHandle],
+        source: Node,
+        target: Node,
+        version: int,
     ) -> None:
         """Every sender gathers the full weights, the group's rank 0 broadcasts them and
         every receiver loads them as `version`."""
