@@ -23,12 +23,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from rldag.compute.allocator import cap_malloc_arenas
+from rldag.compute.cluster import placement_for
 from rldag.config.errors import InputError, RunError, describe
 from rldag.config.model_paths import hub_offline_by_default
 from rldag.config.moved import MovedPathWarning
 from rldag.config.overrides import blame_override, read_overrides_file
 from rldag.config.spec import LoadedPipeline, load_pipeline
-from rldag.console.plan import placement_for, print_execution, print_nodes, print_placement
+from rldag.console.plan import print_execution, print_nodes, print_placement
 from rldag.console.progress import RunProgress
 from rldag.engine import checkpoints
 from rldag.graph.dag import Graph, build_graph
@@ -85,8 +86,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, progress: RunProgress) -> int:
     loaded, graph = _load(args)  # bad input fails here, before Prefect or any compute starts
-    if loaded.spec.ray.enabled:
-        placement_for(loaded, graph)  # so does a placement that cannot fit
+    # so does a placement that cannot fit; the flow runs on this one (flows.prepared)
+    placement = placement_for(loaded, graph) if loaded.spec.ray.enabled else None
     storage = open_storage(loaded.spec.storage)
     storage.check()  # an unreachable bucket too
     if args.resume and checkpoints.latest(storage, args.resume) is None:
@@ -102,10 +103,12 @@ def _run(args: argparse.Namespace, progress: RunProgress) -> int:
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
     from flows.embedded_server import start_embedded_server, stop_embedded_server
+    from flows.prepared import Prepared, keep, take
     from flows.rl_loop import rldag_run
 
     api = os.environ.get("PREFECT_API_URL")
     progress.starting(f"using the Prefect server at {api}" if api else "starting Prefect's server")
+    keep(args.pipeline, args.overrides, Prepared(loaded, graph, placement))
     try:
         start_embedded_server()  # unless PREFECT_API_URL names a server
         progress.starting("starting the flow run")
@@ -122,6 +125,7 @@ def _run(args: argparse.Namespace, progress: RunProgress) -> int:
         )
         return 1
     finally:
+        take(args.pipeline, args.overrides)  # not left behind if the flow never started
         stop_embedded_server()
     return 0
 

@@ -34,6 +34,7 @@ from flows.api_outage import best_effort, outage_message, unreachable, wait_for_
 from flows.artifacts import Progress, publish_iteration, publish_reward_curve
 from flows.embedded_server import recycle_if_grown
 from flows.pipeline_param import pipeline_file
+from flows.prepared import Prepared, take
 from flows.run_logs import forward_rldag_logs
 from flows.settings import without_heartbeats
 from flows.tracking import tracking
@@ -256,7 +257,10 @@ def rldag_run(
     cap_malloc_arenas()  # a deployment's flow run starts here, not in the CLI
     hub_offline_by_default()  # so does its hub setting (docs/guides/bring-your-own-model.md)
     extra = [*(overrides or []), *([f"iterations={iterations}"] if iterations else [])]
-    loaded = load_pipeline(pipeline_file(pipeline), extra)
-    run = Run.start(loaded, build_graph(loaded), run_id=resume)
+    prepared = take(pipeline, extra)  # `rldag run` in this process loaded and placed it
+    if prepared is None:
+        loaded = load_pipeline(pipeline_file(pipeline), extra)
+        prepared = Prepared(loaded, build_graph(loaded), None)
+    run = Run.start(prepared.loaded, prepared.graph, run_id=resume, placement=prepared.placement)
     with tracking(run):  # experiment trackers (trackers: [...]), fed from the run's events
         return run_iterations(run, checkpoints.resume(run) if resume else 0)

@@ -1,12 +1,14 @@
 """Joining Ray, or starting an embedded one, and reading the cluster it gives (the nodes the
-placement plans on)."""
+placement plans on); the cluster and placement a run would use, which `rldag plan` shows and
+`rldag run` plans once (rldag.compute.ray_pools.start_pools reuses it)."""
 
 from __future__ import annotations
 
 import logging
 
-from rldag.compute.placement import Cluster, ClusterNode
-from rldag.config.spec import RaySpec
+from rldag.compute.placement import Cluster, ClusterNode, Placement, local_cluster, plan_placement
+from rldag.config.spec import LoadedPipeline, RaySpec
+from rldag.graph.dag import Graph
 
 # The embedded Ray has no dashboard, so nothing reads the per-task records its GCS would keep
 # (up to 100k tasks; +1-1.4 MB per 100 iterations of the default pipeline in bench/soak.py).
@@ -48,3 +50,27 @@ def ray_cluster() -> Cluster:
         if n.get("Alive")
     ]
     return Cluster(tuple(nodes), "Ray cluster")
+
+
+def same_machines(a: Cluster, b: Cluster) -> bool:
+    """Whether two clusters have the same machines (CPUs and GPUs of each), whatever their
+    names: a placement planned on one fits the other alike."""
+
+    def shape(cluster: Cluster) -> list[tuple[float, float]]:
+        return sorted((n.cpus, n.gpus) for n in cluster.nodes)
+
+    return shape(a) == shape(b)
+
+
+def cluster_for(loaded: LoadedPipeline) -> Cluster:
+    """The cluster a run would use: the Ray cluster at `ray.address`, else this machine."""
+    ray_spec = loaded.spec.ray
+    if ray_spec.enabled and ray_spec.address:
+        connect(ray_spec)
+        return ray_cluster()
+    return local_cluster(ray_spec.num_cpus, ray_spec.num_gpus)
+
+
+def placement_for(loaded: LoadedPipeline, graph: Graph) -> Placement:
+    """Resolve and check the placement (PlacementError names the pool that cannot fit)."""
+    return plan_placement(loaded.spec, graph, cluster_for(loaded), loaded.source)

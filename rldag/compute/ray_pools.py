@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from rldag.compute.cluster import connect, ray_cluster
+from rldag.compute.cluster import connect, ray_cluster, same_machines
 from rldag.compute.dispatch import (
     balanced_assignment,
     group_boundaries,
@@ -340,16 +340,26 @@ class RayPools:
         self._workers.clear()
 
 
-def start_pools(spec: PipelineSpec, graph: Graph, where: str = "") -> NodeRunner:
+def start_pools(
+    spec: PipelineSpec, graph: Graph, where: str = "", placement: Placement | None = None
+) -> NodeRunner:
     """The NodeRunner for a run: Ray worker groups, or everything in-process when
-    `ray.enabled` is false."""
+    `ray.enabled` is false. A `placement` already planned (by `rldag run`, on the cluster it
+    expected) is used when Ray's cluster has the same machines; else it is planned again."""
     if not spec.ray.enabled or all(n.pool == PoolName.driver for n in graph.nodes.values()):
         return InProcessPools()
     emit(
         Starting(f"connecting to Ray at {spec.ray.address}" if spec.ray.address else "starting Ray")
     )
     connect(spec.ray)
-    placement = plan_placement(spec, graph, ray_cluster(), where)
+    cluster = ray_cluster()
+    if placement is not None and same_machines(placement.cluster, cluster):
+        placement = replace(placement, cluster=cluster)
+    else:
+        if placement is not None:
+            why = f"planned on {placement.cluster.describe()}, Ray has {cluster.describe()}"
+            log.info("placing the pools again: %s", why)
+        placement = plan_placement(spec, graph, cluster, where)
     groups = ", ".join(f"{g.name} x{g.workers}" for g in placement.groups.values())
     emit(Starting(f"building workers ({groups}) and loading their models"))
     pools = RayPools(placement, spec.weights, spec.faults)

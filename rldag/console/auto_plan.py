@@ -14,6 +14,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from rldag.compute.cluster import cluster_for
 from rldag.compute.placement import Cluster
 from rldag.config.errors import InputError
 from rldag.config.spec import LoadedPipeline, load_pipeline
@@ -147,7 +148,7 @@ def plan_command(console: Console, pipeline: str, overrides: list[str], req: Pla
     """`rldag plan` with --profile, --costs, --auto or --apply."""
     loaded = load_pipeline(pipeline, overrides)
     build_graph(loaded)  # bad input fails here, before anything is measured
-    cluster = parse_cluster(req.cluster) if req.cluster else _cluster(loaded)
+    cluster = parse_cluster(req.cluster) if req.cluster else cluster_for(loaded)
     if req.profile:
         from rldag.planning.profiling import profile
         from rldag.report.reward_curve import store_reward_curve
@@ -185,9 +186,3 @@ def plan_command(console: Console, pipeline: str, overrides: list[str], req: Pla
         write_overrides(req.apply, best, pipeline)
         console.print(f"wrote {req.apply}: rldag run {pipeline} -f {req.apply}", highlight=False)
     return 0
-
-
-def _cluster(loaded: LoadedPipeline) -> Cluster:
-    from rldag.console.plan import cluster_for
-
-    return cluster_for(loaded)

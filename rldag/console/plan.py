@@ -4,26 +4,10 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from rldag.compute.placement import Cluster, Placement, local_cluster, plan_placement
+from rldag.compute.placement import Placement
 from rldag.config.spec import LoadedPipeline, WeightsTransport
 from rldag.engine.scheduler import emits_chunks
 from rldag.graph.dag import Graph, Node
-
-
-def cluster_for(loaded: LoadedPipeline) -> Cluster:
-    """The cluster a run would use: the Ray cluster at `ray.address`, else this machine."""
-    ray_spec = loaded.spec.ray
-    if ray_spec.enabled and ray_spec.address:
-        from rldag.compute.cluster import connect, ray_cluster
-
-        connect(ray_spec)
-        return ray_cluster()
-    return local_cluster(ray_spec.num_cpus, ray_spec.num_gpus)
-
-
-def placement_for(loaded: LoadedPipeline, graph: Graph) -> Placement:
-    """Resolve and check the placement (PlacementError names the pool that cannot fit)."""
-    return plan_placement(loaded.spec, graph, cluster_for(loaded), loaded.source)
 
 
 def print_nodes(console: Console, loaded: LoadedPipeline, graph: Graph) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from rldag.compute.placement import Placement
 from rldag.compute.runner import NodeRunner, WeightsSnapshot
 from rldag.config.errors import InputError, RunError, describe
 from rldag.config.spec import LoadedPipeline
@@ -79,9 +80,11 @@ class Run:
         graph: Graph,
         runner: NodeRunner | None = None,
         run_id: str | None = None,
+        placement: Placement | None = None,
     ) -> Run:
         """Create the run directory with the resolved pipeline; with `run_id`, reopen that
-        stored run (to resume it)."""
+        stored run (to resume it). Without a `runner`, start the pools (on `placement` when
+        one was planned already: rldag.compute.ray_pools.start_pools)."""
         storage = open_storage(loaded.spec.storage)
         lease_s = loaded.spec.storage.lock_lease_s
         if run_id is None:
@@ -96,7 +99,7 @@ class Run:
             if runner is None:
                 from rldag.compute.ray_pools import start_pools
 
-                runner = start_pools(loaded.spec, graph, loaded.source)
+                runner = start_pools(loaded.spec, graph, loaded.source, placement)
             run = cls(loaded, graph, storage, lock.run_id, runner, lock=lock)
             storage.write_text(f"{run.run_id}/pipeline.yaml", loaded.resolved_yaml)
         except BaseException:
