@@ -32,7 +32,6 @@ from rldag.compute.weights.edges import BroadcastEdges
 from rldag.compute.worker import ChunkReply, RunReply
 from rldag.config.errors import PlacementError
 from rldag.config.spec import FaultsSpec, PipelineSpec, PoolName, WeightsSpec
-from rldag.engine.events import Starting, emit
 from rldag.graph.dag import Graph, Node
 from rldag.graph.operator import NodeContext, PoolReservation
 
@@ -341,16 +340,19 @@ class RayPools:
 
 
 def start_pools(
-    spec: PipelineSpec, graph: Graph, where: str = "", placement: Placement | None = None
+    spec: PipelineSpec,
+    graph: Graph,
+    where: str = "",
+    placement: Placement | None = None,
+    starting: Callable[[str], object] = lambda what: None,
 ) -> NodeRunner:
     """The NodeRunner for a run: Ray worker groups, or everything in-process when
     `ray.enabled` is false. A `placement` already planned (by `rldag run`, on the cluster it
-    expected) is used when Ray's cluster has the same machines; else it is planned again."""
+    expected) is used when Ray's cluster has the same machines; else it is planned again.
+    `starting` is told what it is doing (the run's Starting events)."""
     if not spec.ray.enabled or all(n.pool == PoolName.driver for n in graph.nodes.values()):
         return InProcessPools()
-    emit(
-        Starting(f"connecting to Ray at {spec.ray.address}" if spec.ray.address else "starting Ray")
-    )
+    starting(f"connecting to Ray at {spec.ray.address}" if spec.ray.address else "starting Ray")
     connect(spec.ray)
     cluster = ray_cluster()
     if placement is not None and same_machines(placement.cluster, cluster):
@@ -361,7 +363,7 @@ def start_pools(
             log.info("placing the pools again: %s", why)
         placement = plan_placement(spec, graph, cluster, where)
     groups = ", ".join(f"{g.name} x{g.workers}" for g in placement.groups.values())
-    emit(Starting(f"building workers ({groups}) and loading their models"))
+    starting(f"building workers ({groups}) and loading their models")
     pools = RayPools(placement, spec.weights, spec.faults)
     pools.build_all(graph)
     return pools

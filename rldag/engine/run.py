@@ -33,6 +33,10 @@ from rldag.storage.run_lock import RunLock, claim_new_run
 from rldag.storage.store import Storage, new_run_id, open_storage
 
 
+def _starting(what: str) -> None:
+    emit(Starting(what))
+
+
 @dataclass(frozen=True)
 class EdgeHandle:
     """What an orchestrator passes between steps: which run, iteration and node, and, once
@@ -99,7 +103,9 @@ class Run:
             if runner is None:
                 from rldag.compute.ray_pools import start_pools
 
-                runner = start_pools(loaded.spec, graph, loaded.source, placement)
+                runner = start_pools(
+                    loaded.spec, graph, loaded.source, placement, starting=_starting
+                )
             run = cls(loaded, graph, storage, lock.run_id, runner, lock=lock)
             storage.write_text(f"{run.run_id}/pipeline.yaml", loaded.resolved_yaml)
         except BaseException:

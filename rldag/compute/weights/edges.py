@@ -8,11 +8,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from rldag.compute.handles import WorkerHandle
 from rldag.config.errors import PlacementError
 from rldag.config.spec import WeightsSpec, WeightsTransport
 from rldag.graph.dag import Node
+
+if TYPE_CHECKING:  # annotations only (handles -> worker -> this package)
+    from rldag.compute.handles import WorkerHandle
 
 log = logging.getLogger("rldag.pools")
 
