@@ -14,7 +14,7 @@ from rldag.compute import placement
 from rldag.compute.placement import local_cluster
 from rldag.graph import dag
 from tests.support.pipelines import scoring_pipeline
-from tests.core.compute.ray_free import count_calls, without_ray
+from tests.support.ray_free import count_calls, without_ray
 
 
 def test_rldag_run_builds_and_places_the_pipeline_once(

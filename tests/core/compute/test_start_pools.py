@@ -10,7 +10,7 @@ from rldag.compute.ray_pools import start_pools
 from rldag.config.spec import load_pipeline
 from rldag.graph.dag import build_graph
 from tests.support.pipelines import scoring_pipeline
-from tests.core.compute.ray_free import count_calls, without_ray
+from tests.support.ray_free import count_calls, without_ray
 
 RAY = Cluster((ClusterNode("10.0.0.1:abc123", 2.0, 0.0),), "Ray cluster")
 
