@@ -16,7 +16,7 @@ import yaml
 from tests.support.paths import ROOT
 
 if TYPE_CHECKING:
-    from rldag.compute.in_process import NodeRunner
+    from rldag.compute.runner import NodeRunner
     from tests.support.runs import StoredRunView
 
 # Seconds each test file took (setup, call and teardown of its tests), recorded by a run with

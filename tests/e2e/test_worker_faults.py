@@ -41,7 +41,7 @@ def _kill_when_started(run: Run, node: str, iteration: int) -> Iterator[list[int
     def listener(event: object) -> None:
         if isinstance(event, NodeStarted) and (event.node, event.iteration) == (node, iteration):
             group = run.runner.placement.group_of(node).name
-            pid = ray.get(run.runner.workers(group)[0].info.remote())["pid"]
+            pid = ray.get(run.runner.workers(group)[0].pid.remote())
             os.kill(pid, signal.SIGKILL)
             while psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie":
                 time.sleep(0.01)

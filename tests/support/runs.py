@@ -13,10 +13,12 @@ from pathlib import Path
 import pyarrow as pa
 import yaml
 
-from rldag.compute.in_process import NodeRunner
+from rldag.compute.runner import NodeRunner
 from rldag.config.spec import LoadedPipeline, load_pipeline
+from rldag.engine.driver import run_inline
 from rldag.engine.run import Run
 from rldag.graph.dag import build_graph
+from rldag.report.reward_curve import store_reward_curve
 from rldag.storage.store import Storage
 from rldag.storage.stored_run import StoredRun
 
@@ -91,7 +93,7 @@ def start_run(
 def drive_inline(run: Run, iterations: int | None = None) -> StoredRunView:
     """Run iterations 0.. of a started run in this process (the inline driver, as `rldag
     run` without an orchestrator), closing it; the stored run."""
-    run.run_inline(iterations)
+    run_inline(run, iterations, on_close=(store_reward_curve,))
     return StoredRunView(run.storage, run.run_id)
 
 
