@@ -7,9 +7,8 @@ and the path of their definition: a module is imported when a node uses its oper
 from operators.moved import OPERATOR_MOVES
 from operators.score.reward_function import score_operator
 from operators.score.rewards.arithmetic import compute_score as arithmetic_score
+from rldag import NodeKind, register, register_adapter, register_path
 from rldag.config.moved import install
-from rldag.config.spec import NodeKind
-from rldag.graph.registry import register, register_adapter, register_path
 
 BUILTIN = {
     "dataset": (NodeKind.source, "operators.source.dataset:DATASET"),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rldag.graph.registry import Registry
+from rldag import Registry
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from rldag.graph.registry import Registry
+from rldag import Registry
 
 KLEstimator = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 KL_ESTIMATORS: Registry[KLEstimator] = Registry("KL estimator")

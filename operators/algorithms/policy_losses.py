@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from operators.algorithms.aggregation import aggregate, masked_mean
-from rldag.graph.registry import Registry
+from rldag import Registry
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,7 @@ from omegaconf import MISSING
 
 from operators.generate.prompt_checks import model_context
 from operators.model.lora_weights import is_adapter, nbytes
-from rldag.config.errors import RunError, SpecError
-from rldag.config.spec import check_choice, check_positive
-from rldag.graph.operator import NodeContext
+from rldag import NodeContext, RunError, SpecError, check_choice, check_positive
 
 if TYPE_CHECKING:  # torch is imported where generation runs, not when the pipeline loads
     from operators.rollout.sampling import SamplingParams

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from rldag.config.errors import RowError
+from rldag import RowError
 
 # config.json keys that hold the context window, by model family (first found wins).
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")

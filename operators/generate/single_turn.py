@@ -19,10 +19,15 @@ from operators.generate.policy_engine import EngineParams, PolicyEngine
 from operators.generate.prompt_checks import check_prompt_lengths
 from operators.model.prompts import MOSTLY_UNKNOWN, encode_prompt, lost_fraction, prompt_text
 from operators.model.tokenizer_checks import require_chat_template, tokenizer_of
-from rldag.config.spec import NodeKind, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.reported import with_reported_metrics
-from rldag.graph.schema import columns
+from rldag import (
+    NodeContext,
+    NodeKind,
+    OperatorDef,
+    Port,
+    check_positive,
+    columns,
+    with_reported_metrics,
+)
 
 
 @dataclass

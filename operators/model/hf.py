@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from rldag.config.errors import ModelLoadError
+from rldag import ModelLoadError
 from rldag.config.model_paths import HUB_OPT_IN, hub_offline, looks_local
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rldag.config.errors import InputError, ModelLoadError
+from rldag import InputError, ModelLoadError
 
 Schema = Mapping[str, Any]  # an OpenAI-style tool schema {"type": "function", "function": ...}
 

@@ -13,9 +13,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from operators.sandbox.spec import ExecResult
-from rldag.config.spec import NodeKind, check_choice, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import columns
+from rldag import NodeContext, NodeKind, OperatorDef, Port, check_choice, check_positive, columns
 
 
 @dataclass

@@ -24,9 +24,7 @@ import pyarrow.compute as pc
 from operators.score.reward_call import RewardArgs, RewardFn, RewardOutcome, call_rewards
 from operators.score.reward_signature import check_reward_signature, reads_ground_truth
 from operators.score.reward_worker import ForkedRewardCalls
-from rldag.config.errors import InputError, RowError
-from rldag.config.spec import NodeKind, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
+from rldag import InputError, NodeContext, NodeKind, OperatorDef, Port, RowError, check_positive
 from rldag.graph.schema import col, columns, no_values_reason
 
 ARGUMENTS = ("data_source", "response", "ground_truth", "extra_info")  # in call order

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from rldag.config.errors import GraphError
+from rldag import GraphError
 
 EXPECTED = "compute_score(data_source, solution_str, ground_truth, extra_info=None, ...)"
 _GROUND_TRUTH = object()  # stands for the ground_truth argument when binding a call

@@ -29,9 +29,7 @@ from operators.source.dataset_checks import (
     read_schema,
     read_table,
 )
-from rldag.config.errors import InputError
-from rldag.config.spec import NodeKind
-from rldag.graph.operator import NodeContext, OperatorDef
+from rldag import InputError, NodeContext, NodeKind, OperatorDef
 from rldag.graph.schema import MESSAGES, col, without_values
 
 

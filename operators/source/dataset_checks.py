@@ -16,8 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from rldag.config.errors import InputError
-from rldag.graph.schema import MESSAGES, type_name
+from rldag import MESSAGES, InputError, type_name
 
 JSONL_SUFFIXES = (".jsonl", ".json")
 # Columns the source converts to strings: these types convert, nested ones do not.

@@ -22,9 +22,7 @@ from omegaconf import MISSING
 
 from operators.source.cursor import batch_indices
 from operators.source.dataset import DATASET, DatasetParams, check_batch_size, normalise
-from rldag.config.errors import InputError
-from rldag.config.spec import NodeKind, check_choice, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef
+from rldag import InputError, NodeContext, NodeKind, OperatorDef, check_choice, check_positive
 
 OUR_COLUMNS = ("prompt", "ground_truth", "data_source", "extra_info")
 STREAM_CHUNK = 1024  # rows read from the stream at a time

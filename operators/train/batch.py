@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from rldag.config.errors import InputError
+from rldag import InputError
 
 TOKEN_FIELDS = ("response_ids", "mask", "old_logprobs", "ref_logprobs", "prox_logprobs")
 TOKEN_FIELDS += ("token_advantages", "values", "returns")

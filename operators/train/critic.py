@@ -24,10 +24,17 @@ from operators.train.policy_gradient import PolicyGradientTrainer, Precision
 from operators.train.prefix_forward import response_logits
 from operators.train.reference import ReferencePolicy
 from operators.train.value_model import load_value_model
-from rldag.config.errors import SpecError
-from rldag.config.spec import NodeKind, PoolName, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import col, columns
+from rldag import (
+    NodeContext,
+    NodeKind,
+    OperatorDef,
+    PoolName,
+    Port,
+    SpecError,
+    check_positive,
+    col,
+    columns,
+)
 
 VALUES_COLUMN = col("values", pa.list_(pa.float32()))
 

@@ -18,8 +18,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from operators.model.lora_weights import base_weights, is_adapter_key, merge, payload
 from operators.train import checkpoint
 from operators.train import distributed as dist_utils
-from rldag.config.errors import SpecError
-from rldag.config.spec import check_positive
+from rldag import SpecError, check_positive
 
 TrainerParams = Any  # PolicyGradientParams (which imports this module)
 

@@ -37,10 +37,7 @@ from operators.train.batch import PackedBatch, pack
 from operators.train.micro_batches import plan_micro_batches
 from operators.train.policy_state import PolicyState
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
-from rldag.config.errors import SpecError
-from rldag.config.spec import NodeKind, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import col, columns
+from rldag import NodeContext, NodeKind, OperatorDef, Port, SpecError, check_positive, col, columns
 
 
 class OffPolicy(StrEnum):

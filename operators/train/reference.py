@@ -14,9 +14,7 @@ from operators.model.hf import load_causal_lm
 from operators.train.batch import PackedBatch, pack
 from operators.train.micro_batches import plan_micro_batches
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
-from rldag.config.spec import NodeKind, PoolName, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import col, columns
+from rldag import NodeContext, NodeKind, OperatorDef, PoolName, Port, check_positive, col, columns
 
 
 @dataclass

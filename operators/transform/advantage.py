@@ -24,10 +24,17 @@ from operators.algorithms.advantages import (
     grpo_advantages,
 )
 from operators.train.batch import aligned, padded
-from rldag.config.errors import InputError, SpecError
-from rldag.config.spec import NodeKind, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import col, columns
+from rldag import (
+    InputError,
+    NodeContext,
+    NodeKind,
+    OperatorDef,
+    Port,
+    SpecError,
+    check_positive,
+    col,
+    columns,
+)
 
 __all__ = ["ADVANTAGE", "GRPO_ADVANTAGE", "grpo_advantages"]
 TOKEN_ADVANTAGE = col("token_advantage", pa.list_(pa.float32()))

@@ -19,11 +19,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rldag.config.errors import InputError
-from rldag.config.spec import NodeKind, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.reported import with_reported_metrics
-from rldag.graph.schema import columns
+from rldag import (
+    InputError,
+    NodeContext,
+    NodeKind,
+    OperatorDef,
+    Port,
+    check_positive,
+    columns,
+    with_reported_metrics,
+)
 
 
 @dataclass(frozen=True)

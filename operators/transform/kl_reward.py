@@ -12,9 +12,7 @@ import torch
 
 from operators.algorithms.kl import KL_ESTIMATORS
 from operators.transform.reward_shaping import with_shaped_reward
-from rldag.config.spec import NodeKind, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import col, columns
+from rldag import NodeContext, NodeKind, OperatorDef, Port, check_positive, col, columns
 
 
 def sequence_kl(

@@ -18,10 +18,7 @@ import pyarrow.compute as pc
 from omegaconf import MISSING
 
 from operators.transform.reward_shaping import with_shaped_reward
-from rldag.config.errors import SpecError
-from rldag.config.spec import NodeKind, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import col, columns
+from rldag import NodeContext, NodeKind, OperatorDef, Port, SpecError, check_positive, col, columns
 
 
 def overlong_penalties(

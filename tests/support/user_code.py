@@ -5,9 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rldag.config.spec import NodeKind
-from rldag.graph.operator import OperatorDef, Port
-from rldag.graph.schema import col, columns
+from rldag import NodeKind, OperatorDef, Port, col, columns
 
 
 def echo_score(data_source: str, solution_str: str, ground_truth: str, extra_info=None) -> dict:

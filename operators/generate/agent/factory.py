@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from operators.generate.agent.environment import Environment
 from operators.generate.agent.python_tool import PythonTool
 from operators.generate.agent.tools import Tool, ToolEnvironment, tool_schema
-from rldag.config.errors import SpecError
+from rldag import SpecError
 from rldag.graph.registry import Registry, callable_target
 
 if TYPE_CHECKING:  # the params check their environment with this module

@@ -19,8 +19,7 @@ from typing import Any
 
 from operators.generate.agent.environment import AssistantTurn, Message, StepResult
 from operators.generate.agent.text_actions import integers, visible_text
-from rldag.config.errors import SpecError
-from rldag.config.spec import check_positive
+from rldag import SpecError, check_positive
 
 
 def success_reward(guesses: int, turn_penalty: float) -> float:

@@ -20,7 +20,7 @@ from typing import Any
 
 from operators.generate.agent.environment import AssistantTurn, Message, StepResult
 from operators.generate.agent.text_actions import integers, visible_text
-from rldag.config.errors import SpecError
+from rldag import SpecError
 from rldag.graph.registry import Registry, callable_target
 
 Formatter = Callable[[Any, Any], str]  # (observation, env) -> message text

@@ -26,7 +26,7 @@ from operators.generate.agent.environment import (
 from operators.generate.agent.factory import build_environment
 from operators.generate.agent.params import AgentParams, EnvHosting
 from operators.generate.agent.python_tool import close_sandboxes
-from rldag.graph.operator import PoolReservation
+from rldag import PoolReservation
 
 log = logging.getLogger("rldag.ops")
 

@@ -30,9 +30,7 @@ from operators.generate.agent.template_check import check_agent_template
 from operators.generate.policy_engine import PolicyEngine
 from operators.generate.single_turn import GENERATE_COLUMNS, GENERATE_PORTS
 from operators.model.prompts import chat_messages
-from rldag.config.spec import NodeKind, PoolName
-from rldag.graph.operator import NodeContext, OperatorDef
-from rldag.graph.schema import columns
+from rldag import NodeContext, NodeKind, OperatorDef, PoolName, columns
 
 
 def turn_seed(base: int, prompt: int, sample: int, turn: int) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 from operators.generate.agent.factory import check_environment
 from operators.generate.agent.parsers import tool_parser
 from operators.generate.policy_engine import EngineParams
-from rldag.config.spec import check_choice, check_positive
+from rldag import check_choice, check_positive
 
 
 class FinishReason(StrEnum):

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 
 from operators.generate.agent.environment import AssistantTurn, ToolCall
-from rldag.graph.registry import Registry
+from rldag import Registry
 
 ToolParser = Callable[[str], AssistantTurn]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from operators.generate.agent.environment import Message
 from operators.model.prompts import render_chat
-from rldag.config.errors import RunError
+from rldag import RunError
 
 
 class TemplateError(RunError):

@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from operators.generate.agent.episode import Episode
 from operators.generate.single_turn import rollout_table
-from rldag.graph.schema import Column, col
+from rldag import Column, col
 
 _S, _I32, _F32 = pa.string(), pa.int32(), pa.float32()
 MESSAGE = pa.struct([("role", _S), ("content", _S), ("name", _S), ("tool_calls", _S)])

@@ -28,7 +28,7 @@ from operators.model.tokenizer_checks import (
     require_tools_rendered,
     tokenizer_of,
 )
-from rldag.config.errors import InputError
+from rldag import InputError
 
 Schema = Mapping[str, Any]  # an OpenAI-style tool schema {"type": "function", "function": ...}
 

@@ -24,7 +24,7 @@ from operators.generate.agent.environment import (
     StepResult,
     ToolCall,
 )
-from rldag.config.errors import SpecError
+from rldag import SpecError
 
 Tool = Callable[..., Any]
 

@@ -21,10 +21,7 @@ from enum import StrEnum
 import numpy as np
 import pyarrow as pa
 
-from rldag.config.errors import InputError
-from rldag.config.spec import NodeKind
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import col, columns
+from rldag import InputError, NodeContext, NodeKind, OperatorDef, Port, col, columns
 
 KEYS = ("prompt_id", "sample_idx")
 PRIMARY = "rollouts"

@@ -27,10 +27,7 @@ from omegaconf import MISSING
 from operators.generate.single_turn import GenerateParams, TorchGenerate
 from operators.score.reward_call import RewardOutcome
 from operators.score.reward_function import OnError, scored_table
-from rldag.config.errors import InputError, SpecError
-from rldag.config.spec import NodeKind
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import col
+from rldag import InputError, NodeContext, NodeKind, OperatorDef, Port, SpecError, col
 
 ENV = jinja2.Environment(
     undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True

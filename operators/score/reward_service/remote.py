@@ -24,10 +24,7 @@ from omegaconf import MISSING
 
 from operators.score.reward_call import RewardOutcome, judge
 from operators.score.reward_function import OnError, scored_table
-from rldag.config.errors import InputError
-from rldag.config.spec import NodeKind, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import col, columns
+from rldag import InputError, NodeContext, NodeKind, OperatorDef, Port, check_positive, col, columns
 
 RETRIED_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 

@@ -26,10 +26,7 @@ from operators.model.prompts import chat_messages
 from operators.score.reward_call import RewardOutcome
 from operators.score.reward_function import OnError, scored_table
 from operators.train.micro_batches import plan_sequences
-from rldag.config.errors import InputError
-from rldag.config.spec import NodeKind, check_positive
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import col, columns
+from rldag import InputError, NodeContext, NodeKind, OperatorDef, Port, check_positive, col, columns
 
 
 class Normalize(StrEnum):

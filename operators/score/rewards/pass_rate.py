@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from rldag.config.spec import NodeKind
-from rldag.graph.operator import NodeContext, OperatorDef, Port
-from rldag.graph.schema import col, columns
+from rldag import NodeContext, NodeKind, OperatorDef, Port, col, columns
 
 
 def pass_rate(passed: np.ndarray, total: np.ndarray) -> np.ndarray:
