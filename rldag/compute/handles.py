@@ -7,40 +7,16 @@ renamed or re-typed worker method fails the fast tests, not a Ray run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, cast
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
 
 import pyarrow as pa
 
 from rldag.compute.placement import WorkerGroup
+from rldag.compute.remote import Remote, StreamingRemote
 from rldag.compute.worker import ChunkReply, PoolWorker, RunReply, Selection
 from rldag.graph.dag import Node
 from rldag.graph.operator import NodeContext
-
-if TYPE_CHECKING:
-    from ray import ObjectRef
-
-P = ParamSpec("P")
-R = TypeVar("R", covariant=True)
-
-
-class Remote(Protocol[P, R]):
-    """One method of an actor handle: `.remote(...)` starts it and gives a reference to its
-    result."""
-
-    def remote(self, *args: P.args, **kwargs: P.kwargs) -> ObjectRef[R]: ...
-
-
-class Streaming(Protocol[P, R]):
-    def remote(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[ObjectRef[R]]: ...
-
-
-class StreamingRemote(Protocol[P, R]):
-    """A generator method of an actor handle: `.options(num_returns="streaming").remote(...)`
-    gives a reference to each item as it is made."""
-
-    def options(self, *, num_returns: Literal["streaming"]) -> Streaming[P, R]: ...
-
 
 RowArgs = [Node, Mapping[str, pa.Table], NodeContext, str | None, pa.Table | None, Selection]
 

@@ -16,13 +16,16 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from operators.generate.agent.deadline import CallTimeout
 from operators.generate.agent.environment import AssistantTurn, CallRecord, Message, StepResult
 from operators.generate.agent.params import AgentParams, FinishReason, OnToolError
 from operators.generate.agent.parsers import ToolParser
 from operators.generate.agent.render import ConversationTokens, TemplateError
+
+if TYPE_CHECKING:
+    from operators.generate.agent.hosting import Hosts
 
 # (context ids, max new tokens, turn, seconds left) -> (completion, policy version)
 SampleTurn = Callable[[list[int], int, int, float | None], tuple[Any, int]]
@@ -122,18 +125,19 @@ class EpisodeRunner:
         params: AgentParams,
         tokenizer: Any,
         parse: ToolParser,
-        hosts: Any,
+        hosts: Hosts,
         context: int | None,
     ) -> None:
         self.p, self.tokenizer, self.parse = params, tokenizer, parse
         self.hosts, self.context = hosts, context
 
-    def _env(self, key: str, method: str, args: tuple, deadline: float | None) -> Any:
+    def _timeout(self, deadline: float | None) -> float:
+        """A call's bound: the step timeout, or what is left of the episode when less."""
         timeout = self.p.step_timeout_s
         if deadline is not None:
             left = max(deadline - time.monotonic(), 1e-3)
             timeout = min(timeout, left) if timeout > 0 else left
-        return self.hosts.call(key, method, args, timeout)
+        return timeout
 
     def _observe(self, messages: list[Message]) -> list[Message]:
         limit = self.p.max_tool_response_tokens
@@ -153,7 +157,7 @@ class EpisodeRunner:
             self._play(episode, key, row, prompt, sample, deadline)
         finally:
             try:
-                self.hosts.call(key, "close", (), self.p.step_timeout_s)
+                self.hosts.close(key, self.p.step_timeout_s)
             except Exception as err:  # a broken close is recorded, not raised
                 episode.errors.append(f"close: {type(err).__name__}: {err}")
         return episode
@@ -185,7 +189,7 @@ class EpisodeRunner:
         first: list[Message] = []
         tools: list[dict] = []
         try:
-            first, tools = self._env(key, "open", (dict(row),), deadline)
+            first, tools = self.hosts.open(key, dict(row), self._timeout(deadline))
             bad = _unusable(first)
             if bad:
                 raise TypeError(bad)
@@ -244,7 +248,7 @@ class EpisodeRunner:
         """The environment's answer to the turn; False when the episode ends here."""
         start = time.perf_counter()
         try:
-            result = self._env(key, "step", (turn,), deadline)
+            result = self.hosts.step(key, turn, self._timeout(deadline))
             if not isinstance(result, StepResult):
                 raise TypeError(f"step returned {type(result).__name__}, not a StepResult")
             bad = _unusable(result.observation)
