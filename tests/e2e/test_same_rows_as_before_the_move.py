@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.paths import ROOT
 
-BEFORE_THE_MOVE = "384a0d7"  # main just before scripts/move29/code.py ran
+BEFORE_THE_MOVE = "384a0d7"  # main just before the floor-plan move (issue 29)
 ITERATIONS = 4
 
 
