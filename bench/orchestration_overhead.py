@@ -2,10 +2,14 @@
 operator compute (Prefect subflow and task runs, Ray dispatch, schema checks, Parquet
 persistence, metrics), measured on a real `rldag run` (Prefect + Ray pools).
 
-    .venv/bin/python bench/orchestration_overhead.py [--iterations 12] [key=value ...]
+    .venv/bin/python bench/orchestration_overhead.py [--iterations 12] [--server prefect] \
+        [key=value ...]
 
 Prints per-iteration wall time, operator compute, weight sync and overhead (total and per
-node), skipping the first iteration (actor and model start-up).
+node), skipping the first iteration (actor and model start-up), and the stalls: iterations a
+second or more over the median (Prefect's client backing off 2 s after a 503 from a busy
+SQLite, before flows/busy_retry.py). Overlapped iterations (`async.max_staleness=1
+pools.colocate=[]`) showed them most.
 """
 
 from __future__ import annotations
@@ -15,15 +19,23 @@ import statistics
 import time
 from pathlib import Path
 
+from flows.embedded_server import start_embedded_server, stop_embedded_server
 from flows.rl_loop import rldag_run
 from rldag.engine.events import IterationFinished, NodeFinished, RunStarted, add_listener
 
 ROOT = Path(__file__).resolve().parents[1]
+STALL_S = 1.0  # an iteration this much over the median counts as a stall
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=12)
+    parser.add_argument(
+        "--server",
+        choices=["rldag", "prefect"],
+        default="rldag",
+        help="the server rldag run starts, or Prefect's own ephemeral one (the peer)",
+    )
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     marks: list[float] = []
@@ -44,7 +56,12 @@ def main() -> None:
 
     add_listener(listen)
     overrides = [f"iterations={args.iterations}", *args.overrides]
-    rldag_run(str(ROOT / "pipeline.yaml"), overrides)
+    if args.server == "rldag":
+        start_embedded_server()  # as `rldag run` does, unless PREFECT_API_URL names a server
+    try:
+        rldag_run(str(ROOT / "pipeline.yaml"), overrides)
+    finally:
+        stop_embedded_server()
     walls = [b - a for a, b in zip(marks, marks[1:], strict=False)]
     rows = []
     for i, wall in enumerate(walls):
@@ -59,6 +76,10 @@ def main() -> None:
         f"({per_iter * 1e3 / len(nodes):.1f} ms per node, {len(nodes)} nodes); "
         f"share of wall: {per_iter / statistics.median(r[0] for r in rows[1:]):.0%}"
     )
+    median = statistics.median(r[0] for r in rows[1:])
+    stalls = [i for i, r in enumerate(rows) if i and r[0] > median + STALL_S]
+    print(f"iterations more than {STALL_S:g} s over the median wall: {len(stalls)} {stalls}")
+    print(f"longest iteration over the median wall: {max(r[0] for r in rows[1:]) - median:.3f} s")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import subprocess
+import sys
 import time
 
 import psutil
@@ -24,6 +26,12 @@ from flows.settings import configure_embedded_server
 
 log = logging.getLogger("rldag.prefect")
 _server = None  # prefect.server.api.server.SubprocessASGIServer, once started
+FACTORY = "flows.busy_retry:create_app"
+EPHEMERAL_ENV = {
+    "PREFECT_UI_ENABLED": "0",
+    "PREFECT__SERVER_EPHEMERAL": "1",
+    "PREFECT__SERVER_FINAL": "1",
+}
 DRAIN_S = 30  # how long the run's queued events and logs may take to reach the server
 BATCH_MARGIN_S = 0.5  # past a log batch interval, for its request to complete
 
@@ -39,17 +47,38 @@ def start_embedded_server() -> str | None:
     """Start the server and point this process (and what it starts) at it; its API URL, or
     None where an API URL was set (then nothing starts)."""
     global _server
-    from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import get_current_settings
 
     if get_current_settings().api.url:
         return None
     configure_embedded_server()
-    server = SubprocessASGIServer(port=free_port())
+    server = _server_class()(port=free_port())
     server.start()
     _point_at(server.api_url)
     _server = server
     return server.api_url
+
+
+def _server_class() -> type:
+    """Prefect's subprocess server (its ephemeral one: no UI, the settings of this process)
+    running Prefect's app behind `flows.busy_retry.RetryBusy`."""
+    import prefect
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import get_current_settings
+
+    class Server(SubprocessASGIServer):
+        def _run_uvicorn_command(self) -> subprocess.Popen:
+            app_dir = str(prefect.__module_path__.parent)
+            args = ["--app-dir", app_dir, "--factory", FACTORY, "--host", "127.0.0.1"]
+            args += ["--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
+            env = {
+                **os.environ,
+                **EPHEMERAL_ENV,
+                **get_current_settings().to_environment_variables(exclude_unset=True),
+            }
+            return subprocess.Popen([sys.executable, "-m", "uvicorn", *args], env=env)
+
+    return Server
 
 
 def _point_at(api_url: str) -> None:
