@@ -30,7 +30,7 @@ class LongCotWarmupParams:
     """The supervised warm-up: short problems only (1..``max_digits`` digits), drawn fresh
     each step from ``seed``."""
 
-    steps: int = 900
+    steps: int = 300
     batch_size: int = 32
     max_digits: int = 4
     learning_rate: float = 1e-3

@@ -4,8 +4,9 @@ A response earns 1.0 when it is well formed, one or more steps ``d+d+d=dd;`` the
 integer (end-of-sequence marker text and whitespace may follow), and that integer's text
 equals the ground truth exactly; anything else earns 0.0. The steps themselves are not checked:
 the final answer is what is verified, as in math RLVR. There is no partial credit for the
-format: the warm-up already teaches it (nearly every sample at the start is well formed), so a
-format bonus would be the same in every GRPO group and cancel in the advantage.
+format: the warm-up teaches it on the short problems, where a format bonus would be nearly the
+same for every sample of a GRPO group and cancel in the advantage; on the long ones it would pay
+for a well-formed wrong scratchpad. (Not measured against a variant with format credit.)
 """
 
 from __future__ import annotations
