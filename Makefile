@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-MODELS := model-addition model-reward model-lookup model-guess model-code
+MODELS := model-addition model-reward model-lookup model-guess model-code model-long-cot
 SHIPPED := examples/tiny_models
 
 .PHONY: run test lint docs test-fast record-durations model $(MODELS) rebuild-models system-deps clean
@@ -23,9 +23,10 @@ $(STAMP): pyproject.toml constraints.txt
 system-deps:
 	sh scripts/install-system-deps.sh
 
-# The tiny default model, tokenizer and addition data, the tiny reward model, the tiny agent
-# and code tasks: the builds shipped in examples/tiny_models, installed into .cache/ after every
-# file is checked against its SHA256SUMS (the same weights on every CPU; seconds).
+# The tiny default model, tokenizer and addition data, the tiny reward model, the tiny agent,
+# code and long chain-of-thought tasks: the builds shipped in examples/tiny_models, installed
+# into .cache/ after every file is checked against its SHA256SUMS (the same weights on every
+# CPU; seconds).
 model: $(MODELS)
 
 model-addition: $(STAMP)
@@ -43,6 +44,9 @@ model-guess: $(STAMP)
 model-code: $(STAMP)
 	$(BIN)/python -m examples.tiny_task --task code --out .cache/tiny-code
 
+model-long-cot: $(STAMP)
+	$(BIN)/python -m examples.tiny_task --task long_cot --out .cache/tiny-long-cot
+
 # The recipe: trains every shipped build again on this machine, into examples/tiny_models
 # (the weights then depend on this CPU's float kernels: docs/operations/reproducibility.md). For
 # maintainers who change a task; the learning tests' bars must be measured again after it.
@@ -52,6 +56,7 @@ rebuild-models: $(STAMP)
 	$(BIN)/python -m examples.tiny_task --rebuild --task lookup --out $(SHIPPED)/lookup
 	$(BIN)/python -m examples.tiny_task --rebuild --task guess --out $(SHIPPED)/guess
 	$(BIN)/python -m examples.tiny_task --rebuild --task code --out $(SHIPPED)/code
+	$(BIN)/python -m examples.tiny_task --rebuild --task long_cot --out $(SHIPPED)/long_cot
 
 run: model
 	$(BIN)/rldag run pipeline.yaml

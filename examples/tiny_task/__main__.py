@@ -1,10 +1,10 @@
-"""Command line: ``python -m examples.tiny_task [--task addition|code|guess|lookup] --out DIR
-[--rebuild]``.
+"""Command line: ``python -m examples.tiny_task [--task addition|code|guess|long_cot|lookup]
+--out DIR [--rebuild]``.
 
 Installs the shipped build of the tiny task (single-digit addition by default, the code task,
-or an agent task: the guessing game, tool lookups) into ``DIR``, checked by its checksums, or
-with ``--rebuild`` trains it here from the recipe; prints where it is and how the warmed-up
-policy does at the start.
+an agent task: the guessing game, tool lookups; or the long chain-of-thought task) into
+``DIR``, checked by its checksums, or with ``--rebuild`` trains it here from the recipe; prints
+where it is and how the warmed-up policy does at the start.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--task",
         choices=sorted(TASKS),
         default="addition",
-        help="single-digit addition (default), function-writing code tasks, or the agent tasks",
+        help="single-digit addition (default), code, agent or long chain-of-thought tasks",
     )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     parser.add_argument("--rebuild", action="store_true", help=REBUILD_HELP)
@@ -48,7 +48,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     warmup = (read_stamp(out) or {}).get("warmup", {})
     print(said)
-    if warmup and "syntax_rate" in warmup:
+    if warmup and "length_p99" in warmup:
+        print(
+            f"  warmed-up policy: exact rate {warmup['exact_rate']:.3f} (sizes up to 4: "
+            f"{warmup['short_exact_rate']:.3f}), format rate {warmup['format_rate']:.3f}, "
+            f"response length median {warmup['length_median']:.0f} / p99 "
+            f"{warmup['length_p99']:.0f} / max {warmup['length_max']} tokens (temperature 1.0)"
+        )
+    elif warmup and "syntax_rate" in warmup:
         print(
             f"  warmed-up policy: format rate {warmup['format_rate']:.3f}, "
             f"syntax rate {warmup['syntax_rate']:.3f}, exact rate {warmup['exact_rate']:.3f} "

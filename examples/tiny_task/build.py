@@ -39,6 +39,11 @@ from examples.tiny_task.agent.params import (
     LookupTaskParams,
 )
 from examples.tiny_task.coding.params import CODE_BUILDER_VERSION, CODE_TASK, CodeTaskParams
+from examples.tiny_task.long_cot.params import (
+    LONG_COT_BUILDER_VERSION,
+    LONG_COT_TASK,
+    LongCotTaskParams,
+)
 from examples.tiny_task.params import TinyTaskParams
 from examples.tiny_task.shipped import install, is_installed, shipped_build, write_checksums
 
@@ -51,12 +56,13 @@ REBUILD_HELP = (
     "(the weights then depend on this CPU's float kernels)"
 )
 
-TaskParams = TinyTaskParams | CodeTaskParams | AgentTaskParams
+TaskParams = TinyTaskParams | CodeTaskParams | AgentTaskParams | LongCotTaskParams
 TASKS: dict[str, type[TaskParams]] = {
     "addition": TinyTaskParams,
     CODE_TASK: CodeTaskParams,
     GUESS_TASK: GuessTaskParams,
     LOOKUP_TASK: LookupTaskParams,
+    LONG_COT_TASK: LongCotTaskParams,
 }
 
 
@@ -71,6 +77,9 @@ def cache_key(params: TaskParams) -> dict[str, Any]:
         return {**key, "params": params.to_dict()}
     if isinstance(params, GuessTaskParams | LookupTaskParams):
         key = {"builder": BUILDER, "task": params.task, "version": AGENT_BUILDER_VERSION}
+        return {**key, "params": params.to_dict()}
+    if isinstance(params, LongCotTaskParams):
+        key = {"builder": BUILDER, "task": LONG_COT_TASK, "version": LONG_COT_BUILDER_VERSION}
         return {**key, "params": params.to_dict()}
     return {"builder": BUILDER, "version": BUILDER_VERSION, "params": params.to_dict()}
 
@@ -108,12 +117,15 @@ def _build_into(root: Path, params: TaskParams) -> dict[str, Any]:
         agent_recipe,
         build_task_into,
         code_recipe,
+        long_cot_recipe,
     )
 
     if isinstance(params, GuessTaskParams | LookupTaskParams):
         recipe = agent_recipe(params)
     elif isinstance(params, CodeTaskParams):
         recipe = code_recipe()
+    elif isinstance(params, LongCotTaskParams):
+        recipe = long_cot_recipe(params)
     else:
         recipe = addition_recipe()
     return build_task_into(root, params, recipe)

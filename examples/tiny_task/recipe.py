@@ -56,6 +56,27 @@ def code_recipe() -> TaskRecipe:
     )
 
 
+def long_cot_recipe(params: Any) -> TaskRecipe:
+    """Multi-digit addition with a digit-by-digit scratchpad: see
+    :mod:`examples.tiny_task.long_cot`. The build's problems are the train split; the test
+    split is drawn apart."""
+    from examples.tiny_task.dataset import write_split
+    from examples.tiny_task.long_cot import evaluate, problems, tokenizer, warmup
+
+    def write(path: Path, rows: Sequence[Any], split: str) -> None:
+        chosen = rows if split == "train" else problems.split_problems(params.data, split)
+        write_split(path, chosen, split, data_source=problems.DATA_SOURCE)
+
+    return TaskRecipe(
+        partial(problems.split_problems, params.data, "train"),
+        problems.corpus_lines,
+        tokenizer.train_long_cot_tokenizer,
+        warmup.warm_up,
+        evaluate.evaluate_long_cot_policy,
+        write,
+    )
+
+
 def agent_recipe(params: Any) -> TaskRecipe:
     """The tiny agent tasks (``guess``, ``lookup``): see :mod:`examples.tiny_task.agent`."""
     from examples.tiny_task.agent import evaluate, problems, warmup

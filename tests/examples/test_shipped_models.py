@@ -55,7 +55,9 @@ print(json.dumps({{"accuracy": accuracy["accuracy"], "ranked_first": first}}))
 """
 
 
-@pytest.mark.parametrize("name", ["addition", "lookup", "guess", "code", "reward_model"])
+@pytest.mark.parametrize(
+    "name", ["addition", "lookup", "guess", "code", "long_cot", "reward_model"]
+)
 def test_every_shipped_build_matches_its_checksums(name: str) -> None:
     shipped = SHIPPED_ROOT / name
     sums = read_checksums(shipped)
