@@ -86,9 +86,12 @@ class PrefectLauncher:
         }
         self.progress = Progress(run)
         self._inboxes: dict[int, _Inbox] = {}  # iterations whose subflow has not ended
-        # Subflows run on k + 1 long-lived threads (a new thread per subflow cost ~2.2 s of
-        # Prefect client start-up each; two threads for k = 0 stalled ~2 s more often).
-        self._subflows = ThreadPoolExecutor(run.max_staleness + 1, "rldag-iteration")
+        # Subflows run on k + 2 long-lived threads (a new thread per subflow cost ~2.2 s of
+        # Prefect client start-up each): the k + 1 iterations in flight, and the next one,
+        # whose subflow is created while they finish (~0.3 s a run would wait otherwise;
+        # bench/run_vs_inline.py). Overlapping subflows made the server's SQLite refuse
+        # writes as busy and the client back off ~2 s, before flows/busy_retry.py.
+        self._subflows = ThreadPoolExecutor(run.max_staleness + 2, "rldag-iteration")
         self._running: list[Future] = []
         self._task_runs: dict[Step, PrefectFuture] = {}
         self._lock = threading.Lock()
