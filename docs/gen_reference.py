@@ -16,13 +16,8 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import inspect
-import io
 import sys
-import textwrap
-import tokenize
 import typing
 from collections.abc import Callable
 from enum import Enum
@@ -30,11 +25,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, Path(__file__).parent):  # the project, and reference_text beside this file
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-# ---- The project's modules: every import of rldag, operators and flows is in this block ----
-# (issue 29's move rewrites these lines to the new module paths; nothing else here names one)
+# ---- The project's modules ----
+# ---- end of the project's modules ----
+from reference_text import cell, describe, field_comments, first_line  # noqa: E402
+
 import operators  # noqa: E402  (BUILTIN: each built-in operator's `module:attr`)
 from flows.cli import __doc__ as CLI_DOC  # noqa: E402
 from flows.cli import build_parser  # noqa: E402
@@ -56,8 +54,6 @@ from rldag.config.spec import (  # noqa: E402
 )
 from rldag.graph.registry import load_plugins, operator_names, resolve  # noqa: E402
 
-# ---- end of the project's modules ----
-
 GENERATED = (
     "<!-- Generated at build time by docs/gen_reference.py (docs/hooks/reference.py); "
     "edit the code, not this page. -->\n\n"
@@ -66,69 +62,6 @@ GENERATED = (
 
 class MissingDescription(Exception):
     """A spec field without a comment: the reference would have a key nobody described."""
-
-
-# --------------------------------------------------------------------------- comments
-
-
-def field_comments(cls: type) -> dict[str, str]:
-    """Each annotated field of `cls` -> its comment: the trailing comment of the line it starts
-    on, else the block of comment lines right above it (joined)."""
-    source = textwrap.dedent(inspect.getsource(cls))
-    trailing: dict[int, str] = {}
-    alone: dict[int, str] = {}
-    code_lines: set[int] = set()
-    skip = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT}
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        line = tok.start[0]
-        if tok.type == tokenize.COMMENT:
-            text = tok.string.lstrip("#").strip()
-            (trailing if line in code_lines else alone)[line] = text
-        elif tok.type not in skip:
-            code_lines.update(range(tok.start[0], tok.end[0] + 1))
-    body = ast.parse(source).body[0]
-    assert isinstance(body, ast.ClassDef)
-    found: dict[str, str] = {}
-    for stmt in body.body:
-        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
-            continue
-        if stmt.lineno in trailing:
-            found[stmt.target.id] = trailing[stmt.lineno]
-            continue
-        above, line = [], stmt.lineno - 1
-        while line in alone:
-            above.insert(0, alone[line])
-            line -= 1
-        if above:
-            found[stmt.target.id] = " ".join(above)
-    return found
-
-
-def first_line(obj: Any) -> str:
-    """The first paragraph of an object's docstring (reST ``code`` as Markdown), or ''."""
-    doc = inspect.getdoc(obj) or ""
-    return " ".join(doc.split("\n\n")[0].split()).replace("``", "`")
-
-
-def describe(obj: Any) -> str:
-    """What a registry entry does: its docstring; for a dataclass instance wrapping a function
-    (a loss aggregation), that function's, with the other fields' values."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-        fn = next((v for v in values.values() if inspect.isfunction(v)), None)
-        if fn is not None:
-            rest = ", ".join(f"{k}: {v}" for k, v in values.items() if v is not fn)
-            return f"{first_line(fn)} ({rest})" if rest else first_line(fn)
-    return first_line(obj)
-
-
-def cell(text: str) -> str:
-    """Text safe inside a Markdown table cell: pipes escaped, and `<`, `>` outside code spans
-    (`<run>/hf/<node>` is not HTML)."""
-    parts = text.replace("|", "\\|").replace("\n", " ").split("`")
-    for i in range(0, len(parts), 2):  # the even parts are outside code spans
-        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
-    return "`".join(parts)
 
 
 # --------------------------------------------------------------------------- pipeline.yaml

@@ -397,6 +397,5 @@ class FaultsSpec:
 
     max_restarts: int = 3  # per run: stateless workers restarted (and their call re-run)
     prefect_outage_s: float = 120.0  # how long a run waits for an unreachable Prefect API
-    # the Prefect server `rldag run` starts (no PREFECT_API_URL) is restarted at the end of an
-    # iteration once its resident memory passes this (MB; 0: never)
+    # the Prefect server `rldag run` starts restarts after an iteration past this RSS (MB; 0: never)
     prefect_server_max_rss_mb: float = 1024.0

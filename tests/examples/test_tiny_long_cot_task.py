@@ -10,7 +10,7 @@ import pytest
 
 from examples.tiny_task import build_tiny_task, is_built
 from examples.tiny_task.long_cot import LongCotTaskParams, split_problems
-from examples.tiny_task.long_cot.evaluate import percentile
+from examples.tiny_task.long_cot.evaluate import p99
 from examples.tiny_task.long_cot.params import LongCotDataParams
 from examples.tiny_task.long_cot.problems import LongCotProblem, corpus_lines, scratchpad
 from examples.tiny_task.long_cot.reward import compute_score, extract_answer
@@ -42,7 +42,7 @@ def test_reference_lengths_have_a_long_tail(tokenizer) -> None:
         lengths = [len(tokenizer(p.answer)["input_ids"]) + 1 for p in problems]
         median = statistics.median(lengths)
         assert 24 <= median <= 40, (split, median)
-        assert percentile(lengths, 99) >= 6 * median, (split, percentile(lengths, 99))
+        assert p99(lengths) >= 6 * median, (split, p99(lengths))
         assert max(lengths) <= 256
         assert tokenizer.decode(tokenizer(problems[0].answer)["input_ids"]) == problems[0].answer
 

@@ -18,13 +18,9 @@ EVALUATED = 128  # the first problems of the split that are sampled
 SHOWN_SAMPLES = 2
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0-100) of ``values``, linear between closest ranks."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+def p99(values: Sequence[float]) -> float:
+    """The 99th percentile of ``values``, linear between closest ranks."""
+    return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
 def evaluate_long_cot_policy(
@@ -66,7 +62,7 @@ def evaluate_long_cot_policy(
         "short_exact_rate": sum(short) / max(len(short), 1),
         "format_rate": sum(extract_answer(t) is not None for t, _ in samples) / len(samples),
         "length_median": statistics.median(lengths),
-        "length_p99": percentile(lengths, 99),
+        "length_p99": p99(lengths),
         "length_max": max(lengths),
         "samples": [
             {"prompt": chosen[i].prompt, "response": samples[i][0]}

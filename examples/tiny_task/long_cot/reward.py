@@ -11,19 +11,16 @@ for a well-formed wrong scratchpad. (Not measured against a variant with format 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from operators.score.rewards.arithmetic import END_MARKERS
+from operators.score.rewards.arithmetic import answer_then_end, exact_score, matched_answer
 
-_END = "|".join(re.escape(marker) for marker in END_MARKERS)
-_RESPONSE = re.compile(rf"(?:[0-9]\+[0-9]\+[0-9]=[0-9]{{2}};)+=([0-9]+)(?:\s*(?:{_END}))*")
+_RESPONSE = answer_then_end(r"(?:[0-9]\+[0-9]\+[0-9]=[0-9]{2};)+=([0-9]+)")
 
 
 def extract_answer(solution_str: str) -> str | None:
     """The final answer of a well-formed response as text, or None when it is malformed."""
-    match = _RESPONSE.fullmatch(solution_str.strip())
-    return match.group(1) if match else None
+    return matched_answer(_RESPONSE, solution_str)
 
 
 def compute_score(
@@ -36,5 +33,4 @@ def compute_score(
 
     ``data_source`` and ``extra_info`` are accepted for veRL compatibility and not used.
     """
-    answer = extract_answer(solution_str)
-    return 1.0 if answer is not None and answer == str(ground_truth).strip() else 0.0
+    return exact_score(extract_answer(solution_str), ground_truth)
