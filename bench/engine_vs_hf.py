@@ -12,26 +12,47 @@ sequence (HF's padding after an early eos is not counted for it). HF gets ``n`` 
 * ``fewshot``: the same with 5-example few-shot prompts (~24 tokens), so prefill matters;
 * ``random``: an untrained model of the same shape, whose lengths vary (eos ~1/16 per step);
 * ``fixed-16`` / ``fixed-256``: eos ignored (HF: ``min_new_tokens``), pure decode at batch 16
-  and 256: the worst case for us, since nothing finishes early.
+  and 256: the worst case for us, since nothing finishes early;
+* ``long_cot``: the long, variable chains of thought of RL on reasoning (issue 30), until the
+  long-CoT task's model exists: an untrained Llama of ~2.7M parameters (hidden 256, 4 layers,
+  vocabulary 100, 512 positions), 32 prompts of 16-24 tokens, ``n = 8``, up to 256 new tokens.
+  Each sequence's length is drawn beforehand from a log-normal (median 30, sigma 0.8: p99 ~190,
+  clipped to 256) and forced identically on both sides: eos is suppressed (ours:
+  ``ignore_eos``; HF: ``min_new_tokens``) and the sequence ends at its drawn length (ours: its
+  own ``SamplingParams.max_new_tokens``, so each sample is submitted as a group of one; HF: a
+  ``StoppingCriteria`` that ends each row at its length; HF keeps ended rows in its batch, as it
+  does after an eos). Both sides generate exactly the drawn tokens.
 
-    .venv/bin/python bench/engine_vs_hf.py [--repeats 3] [--threads 1] [--only grpo]
+``--profile`` adds, per scenario, where our decode time goes per generated token (matmuls,
+attention, KV writes, the rest of the layers, sampling, prefill and the batcher's Python
+bookkeeping), timed by wrapping those functions in one extra run.
+
+The first lines name the machine and the load average; the last lines are the headline ratios
+(``long_cot: engine vs HF: X`` and ``fixed-256: engine vs HF: X``).
+
+    .venv/bin/python bench/engine_vs_hf.py [--repeats 3] [--threads 1] [--only grpo] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 import time
+from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from machine import describe, load_line
 
 from operators.rollout import SamplingParams, TorchEngine
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # examples.tiny_task: the demo builders are not installed
+HEADLINE = ("long_cot", "fixed-256")
 
 
 @dataclass
@@ -44,6 +65,18 @@ class Scenario:
     max_new_tokens: int
     ignore_eos: bool = False
     random_init: bool = False
+    build: Callable[[], torch.nn.Module] | None = None  # its own model instead of the tiny one
+    lengths: list[int] | None = None  # per sequence (prompt-major), forced on both sides
+
+
+class _EndAt:
+    """HF stopping criterion: row ``r`` is done once it has ``lengths[r]`` new tokens."""
+
+    def __init__(self, width: int, lengths: list[int]) -> None:
+        self.width, self.lengths = width, torch.tensor(lengths)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **_) -> torch.Tensor:
+        return (input_ids.shape[1] - self.width) >= self.lengths
 
 
 def useful_tokens(rows: list[list[int]], eos: set[int]) -> int:
@@ -61,6 +94,10 @@ def run_hf(model, scenario: Scenario, eos: set[int], pad: int) -> int:
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in scenario.prompts])
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in scenario.prompts])
     extra = {"min_new_tokens": scenario.max_new_tokens} if scenario.ignore_eos else {}
+    if scenario.lengths is not None:
+        from transformers import StoppingCriteriaList
+
+        extra["stopping_criteria"] = StoppingCriteriaList([_EndAt(width, scenario.lengths)])
     with torch.inference_mode():
         out = model.generate(
             ids,
@@ -75,10 +112,35 @@ def run_hf(model, scenario: Scenario, eos: set[int], pad: int) -> int:
             **extra,
         )
     rows = out[:, width:].tolist()
+    if scenario.lengths is not None:
+        assert len(rows) == len(scenario.lengths) and len(rows[0]) == max(scenario.lengths)
+        return sum(scenario.lengths)
     return sum(len(r) for r in rows) if scenario.ignore_eos else useful_tokens(rows, eos)
 
 
+def run_forced(engine: TorchEngine, scenario: Scenario, seed: int) -> int:
+    """Each sequence a group of one, ending at its drawn length (eos ignored)."""
+    batcher, tickets = engine.batcher, set()
+    for i, prompt in enumerate(scenario.prompts):
+        for j in range(scenario.n):
+            length = scenario.lengths[i * scenario.n + j]
+            params = SamplingParams(
+                n=1, temperature=1.0, max_new_tokens=length, ignore_eos=True, seed=seed
+            )
+            index = i * scenario.n + j
+            tickets.add(batcher.submit(prompt, params, seed=seed, index=index, stop_ids=[]))
+    tokens = 0
+    while tickets:
+        for ticket, completions in batcher.step():
+            tickets.discard(ticket)
+            tokens += sum(len(c.token_ids) for c in completions)
+    assert tokens == sum(scenario.lengths)
+    return tokens
+
+
 def run_ours(engine: TorchEngine, scenario: Scenario, seed: int) -> int:
+    if scenario.lengths is not None:
+        return run_forced(engine, scenario, seed)
     params = SamplingParams(
         n=scenario.n,
         temperature=1.0,
@@ -90,16 +152,23 @@ def run_ours(engine: TorchEngine, scenario: Scenario, seed: int) -> int:
     return sum(len(c.token_ids) for group in groups for c in group)
 
 
-def measure(scenario: Scenario, model_dir: Path, repeats: int) -> tuple[float, float]:
-    """Best tokens/s of (ours, HF) over ``repeats`` alternating runs each, after a warm-up."""
+def load_model(scenario: Scenario, model_dir: Path) -> torch.nn.Module:
     from operators.model.hf import load_causal_lm
 
+    if scenario.build is not None:
+        return scenario.build()
     model = load_causal_lm(str(model_dir)).eval()
     if scenario.random_init:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(1)
             model = type(model)(model.config).eval()
         model.generation_config.eos_token_id = model.config.eos_token_id
+    return model
+
+
+def measure(scenario: Scenario, model_dir: Path, repeats: int) -> tuple[float, float]:
+    """Best tokens/s of (ours, HF) over ``repeats`` alternating runs each, after a warm-up."""
+    model = load_model(scenario, model_dir)
     engine = TorchEngine(model)
     eos = set(engine.eos_token_ids)
     pad = model.config.pad_token_id or 0
@@ -118,6 +187,38 @@ def measure(scenario: Scenario, model_dir: Path, repeats: int) -> tuple[float, f
     return best["ours"], best["hf"]
 
 
+def long_cot_model() -> torch.nn.Module:
+    """An untrained Llama of a few million parameters (fixed seed: the same on every run)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=100, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+        bos_token_id=2, eos_token_id=1, pad_token_id=0, tie_word_embeddings=True,
+    )  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(30)
+        model = LlamaForCausalLM(config).eval()
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    return model
+
+
+def long_cot(prompts: int = 32, n: int = 8, max_new_tokens: int = 256) -> Scenario:
+    """Prompts of 16-24 random tokens; per-sequence lengths log-normal, median 30, sigma 0.8."""
+    gen = torch.Generator().manual_seed(30)
+    rows = [
+        torch.randint(3, 100, (int(torch.randint(16, 25, (1,), generator=gen)),), generator=gen)
+        for _ in range(prompts)
+    ]
+    normal = torch.randn(prompts * n, generator=gen, dtype=torch.float64)
+    lengths = (30.0 * torch.exp(0.8 * normal)).round().clamp(1, max_new_tokens)
+    return Scenario(
+        "long_cot", [r.tolist() for r in rows], n=n, max_new_tokens=max_new_tokens,
+        ignore_eos=True, build=long_cot_model, lengths=[int(x) for x in lengths],
+    )  # fmt: skip
+
+
 def scenarios(tokenizer) -> list[Scenario]:
     questions = [f"{a}+{b}=" for a in range(8) for b in range(4)]
     plain = [tokenizer(q)["input_ids"] for q in questions]
@@ -129,7 +230,115 @@ def scenarios(tokenizer) -> list[Scenario]:
         Scenario("random", plain, n=8, max_new_tokens=32, random_init=True),
         Scenario("fixed-16", plain[:2], n=8, max_new_tokens=64, ignore_eos=True),
         Scenario("fixed-256", plain, n=8, max_new_tokens=32, ignore_eos=True),
+        long_cot(),
     ]
+
+
+class _Clock:
+    """Seconds spent in named parts of our engine, by wrapping the functions that do them."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.inside: str | None = None  # the outer part now running (decode or prefill)
+
+    def wrap(self, owner, name: str, part: str, outer: bool = False) -> None:
+        inner = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            if not outer and self.inside != "decode":  # a matmul of a prefill: the prefill's
+                return inner(*args, **kwargs)
+            if outer:
+                self.inside = part
+            start = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.seconds[part] += time.perf_counter() - start
+                if outer:
+                    self.inside = None
+
+        setattr(owner, name, timed)
+
+
+def breakdown(scenario: Scenario, model_dir: Path, repeats: int) -> dict[str, dict[str, float]]:
+    """Microseconds per generated token in each part of our engine (the fastest of ``repeats``
+    timed runs after a warm-up), with the total, with matmuls through the default BLAS
+    (``F.linear``: the engine before oneDNN) and as the engine runs them, runs alternating; by
+    that label. ``other layer ops`` are the decode's norms,
+    RoPE, embedding and residual adds, ``bookkeeping`` the batcher's per-step work outside the
+    model and the sampler (admission, stop checks, finishing, compaction)."""
+    from operators.rollout import batcher as batcher_module
+    from operators.rollout import llama_decoder
+    from operators.rollout.kv_cache import SlotKVCache
+
+    engine = TorchEngine(load_model(scenario, model_dir))
+    run_ours(engine, scenario, seed=0)
+    decoder, batcher = engine.batcher.decoder, engine.batcher
+    saved = (llama_decoder._linear, llama_decoder._decode_attention, SlotKVCache.store,
+             batcher_module.sample_rows)  # fmt: skip
+    best: dict[str, dict[str, float]] = {"F.linear": {}, "engine": {}}
+    onednn = llama_decoder._ONEDNN
+    for r, label in itertools.product(range(repeats), best):
+        llama_decoder._ONEDNN = onednn and label == "engine"
+        clock = _Clock()
+        try:
+            clock.wrap(decoder, "decode", "decode", outer=True)
+            clock.wrap(decoder, "prefill", "prefill", outer=True)
+            clock.wrap(decoder, "extend", "prefill", outer=True)
+            clock.wrap(llama_decoder, "_linear", "matmuls")
+            clock.wrap(llama_decoder, "_decode_attention", "attention")
+            clock.wrap(SlotKVCache, "store", "KV writes")
+            clock.wrap(batcher_module, "sample_rows", "sampling")
+            batcher_module.sample_rows = _always(batcher_module.sample_rows, clock)
+            clock.wrap(batcher, "step", "step", outer=True)
+            start = time.perf_counter()
+            tokens = run_ours(engine, scenario, seed=1 + r)
+            total = time.perf_counter() - start
+        finally:
+            for owner in (decoder, batcher):  # drop the instance wrappers
+                for name in ("decode", "prefill", "extend", "step"):
+                    owner.__dict__.pop(name, None)
+            llama_decoder._linear, llama_decoder._decode_attention = saved[0], saved[1]
+            SlotKVCache.store, batcher_module.sample_rows = saved[2], saved[3]
+            llama_decoder._ONEDNN = onednn
+        t = clock.seconds
+        parts = {
+            "matmuls": t["matmuls"],
+            "attention": t["attention"],
+            "KV writes": t["KV writes"],
+            "other layer ops": t["decode"] - t["matmuls"] - t["attention"] - t["KV writes"],
+            "sampling": t["sampling"],
+            "prefill": t["prefill"],
+            "bookkeeping": total - t["decode"] - t["sampling"] - t["prefill"],
+        }
+        out = {name: 1e6 * seconds / tokens for name, seconds in parts.items()}
+        out["total"] = 1e6 * total / tokens
+        if not best[label] or out["total"] < best[label]["total"]:
+            best[label] = out
+    return best
+
+
+def _always(sample, clock: _Clock):
+    """``sample_rows`` timed wherever it runs (admission and decode alike)."""
+
+    def timed(*args, **kwargs):
+        outer, clock.inside = clock.inside, "decode"
+        try:
+            return sample(*args, **kwargs)
+        finally:
+            clock.inside = outer
+
+    return timed
+
+
+def print_breakdown(name: str, modes: dict[str, dict[str, float]], hf_us: float) -> None:
+    print(f"  {name}: HF generate {hf_us:.2f} us per token (its best run)")
+    for label, parts in modes.items():
+        total = parts["total"]
+        cells = "  ".join(
+            f"{k} {v:.2f} ({100 * v / total:.0f}%)" for k, v in parts.items() if k != "total"
+        )
+        print(f"    matmuls via {label:<8} total {total:6.2f} us/token: {cells}", flush=True)
 
 
 def main() -> None:
@@ -137,7 +346,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both sides")
     parser.add_argument("--only", nargs="*", default=None, help="scenario names to run")
+    parser.add_argument(
+        "--profile", action="store_true", help="also print where our time per token goes"
+    )
     args = parser.parse_args()
+    print(describe())
+    print(load_line("start"), flush=True)
     torch.set_num_threads(args.threads)
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -148,7 +362,7 @@ def main() -> None:
     task = build_tiny_task(ROOT / ".cache" / "tiny")
     tokenizer = AutoTokenizer.from_pretrained(task / "model")
     print(f"torch threads: {args.threads}; best of {args.repeats} alternating runs per side")
-    ratios = {}
+    ratios, profiles = {}, {}
     for scenario in scenarios(tokenizer):
         if args.only and scenario.name not in args.only:
             continue
@@ -160,11 +374,29 @@ def main() -> None:
             f"rldag {ours:9.0f} tok/s   HF generate {hf:9.0f} tok/s   ratio {ours / hf:5.2f}",
             flush=True,
         )
+        if scenario.lengths is not None:
+            lengths = torch.tensor(scenario.lengths, dtype=torch.float64)
+            q = torch.quantile(lengths, torch.tensor([0.5, 0.99], dtype=torch.float64)).tolist()
+            print(
+                f"    lengths: median {q[0]:.0f}, p99 {q[1]:.0f}, max {lengths.max():.0f}, "
+                f"mean {lengths.mean():.1f}, {int(lengths.sum())} tokens"
+            )
+        if args.profile:
+            parts = breakdown(scenario, task / "model", args.repeats)
+            profiles[scenario.name] = (parts, 1e6 / hf)
+    if profiles:
+        print(f"where our time per token goes (fastest of {args.repeats} timed runs each):")
+        for name, (modes, hf_us) in profiles.items():
+            print_breakdown(name, modes, hf_us)
+    print(load_line("end"))
     if ratios:
         geo = math.exp(sum(map(math.log, ratios.values())) / len(ratios))
         if "grpo" in ratios:
             print(f"ratio vs HF generate (grpo): {ratios['grpo']:.2f}")
         print(f"geometric mean over {len(ratios)} scenarios: {geo:.2f}")
+        for name in HEADLINE:
+            if name in ratios:
+                print(f"{name}: engine vs HF: {ratios[name]:.2f}")
 
 
 if __name__ == "__main__":

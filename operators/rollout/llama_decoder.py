@@ -5,7 +5,8 @@ once). It skips HF's per-call mask building and cache bookkeeping, which dominat
 CPU decoding. Its per-step op count is kept small: q/k/v and gate/up projections run as one
 matmul each (the model's parameters are re-pointed to views of one fused tensor, so nothing is
 duplicated and ``load_state_dict`` still lands in them), norms use ``F.rms_norm``, RoPE is
-applied to q and k together.
+applied to q and k together. Matmuls of many rows go through oneDNN's fp32 kernel (``_linear``):
+on CPUs where the default BLAS takes a generic path (MKL on AMD EPYC here) it is ~2x faster.
 """
 
 from __future__ import annotations
@@ -21,6 +22,24 @@ __all__ = ["LLAMA_FAMILY", "LlamaFamilyDecoder", "supports_fast_path"]
 LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "mistral")
 # Decode attention is elementwise up to this many (position, row, head, dim) products.
 ELEMENTWISE_LIMIT = 1 << 22
+# Matmuls of at least this many rows use oneDNN: measured on this project's 2-core AMD EPYC
+# (AVX-512), 256 rows x 128 -> 384 take 110 us there against 230 us through ``F.linear``
+# (MKL), while at 1-16 rows oneDNN's fixed cost makes it as slow or slower.
+ONEDNN_MIN_ROWS = 64
+_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``F.linear``, through oneDNN for many fp32 rows on CPU when no gradient is recorded."""
+    if (
+        _ONEDNN
+        and x.dtype == torch.float32
+        and x.device.type == "cpu"
+        and x.numel() >= ONEDNN_MIN_ROWS * x.shape[-1]
+        and not torch.is_grad_enabled()
+    ):
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight, bias, "none", [], "")
+    return F.linear(x, weight, bias)
 
 
 def _fuse(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -118,7 +137,7 @@ class LlamaFamilyDecoder:
         """Normed input -> (scaled, rotated q ``(..., heads, d)``, rotated k and v
         ``(..., 2 * kv_heads, d)``)."""
         h = _rms(layer.in_norm, x)
-        qkv = F.linear(h, layer.qkv_w, layer.qkv_b)
+        qkv = _linear(h, layer.qkv_w, layer.qkv_b)
         qkv = qkv.view(*x.shape[:-1], self.heads + 2 * self.kv_heads, self.head_dim)
         if layer.q_norm is not None:
             q, k = qkv[..., : self.heads, :], qkv[..., self.heads : self.heads + self.kv_heads, :]
@@ -128,11 +147,19 @@ class LlamaFamilyDecoder:
         return qkv[..., : self.heads, :], qkv[..., self.heads :, :]
 
     def _mlp(self, layer: _Layer, x: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(_rms(layer.post_norm, x), layer.gate_up_w).chunk(2, dim=-1)
-        return x + layer.down_proj(layer.act(gate) * up)
+        gate, up = _linear(_rms(layer.post_norm, x), layer.gate_up_w, None).chunk(2, dim=-1)
+        down = layer.down_proj
+        return x + _linear(layer.act(gate) * up, down.weight, down.bias)
+
+    def _o_proj(self, layer: _Layer, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return x + _linear(out, layer.o_proj.weight, layer.o_proj.bias)
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.model.lm_head(_rms(self.base.norm, hidden)).float()
+        head = self.model.lm_head
+        h = _rms(self.base.norm, hidden)
+        if isinstance(head, torch.nn.Linear):
+            return _linear(h, head.weight, head.bias).float()
+        return head(h).float()
 
     def prefill(self, prompts: list[list[int]]) -> Prefill:
         """One causal forward over right-padded prompts; the padding is never attended to.
@@ -159,7 +186,7 @@ class LlamaFamilyDecoder:
             ).transpose(1, 2)
             if index == self.layers - 1:
                 x, out = x[rows, last], out[rows, last]
-            x = self._mlp(layer, x + layer.o_proj(out.reshape(*x.shape[:-1], -1)))
+            x = self._mlp(layer, self._o_proj(layer, x, out.reshape(*x.shape[:-1], -1)))
         return Prefill(kv_layers, self._logits(x), lengths)
 
     def extend(self, pasts: list[list[torch.Tensor]], suffixes: list[list[int]]) -> Prefill:
@@ -195,7 +222,7 @@ class LlamaFamilyDecoder:
             ).transpose(1, 2)  # fmt: skip
             if index == self.layers - 1:
                 x, out = x[row_of[:, 0], last], out[row_of[:, 0], last]
-            x = self._mlp(layer, x + layer.o_proj(out.reshape(*x.shape[:-1], -1)))
+            x = self._mlp(layer, self._o_proj(layer, x, out.reshape(*x.shape[:-1], -1)))
         return Prefill(kv_layers, self._logits(x), lengths)
 
     def decode(
@@ -225,7 +252,7 @@ class LlamaFamilyDecoder:
             keys, values = cache.span(index, rows, span)
             q = q.reshape(rows, self.kv_heads, self.groups, self.head_dim)
             out = _decode_attention(q, keys, values, hidden).reshape(rows, -1)
-            x = self._mlp(layer, x + layer.o_proj(out if reps is None else out[reps]))
+            x = self._mlp(layer, self._o_proj(layer, x, out if reps is None else out[reps]))
         logits = self._logits(x)
         return logits if inverse is None else logits[inverse]
 

@@ -230,3 +230,23 @@ def test_params_validation(qwen: torch.nn.Module) -> None:
         TorchEngine(qwen).generate([[1]], SamplingParams(stop=("x",)))
     with pytest.raises(ValueError):
         TorchEngine(qwen).generate([[]], SamplingParams())
+
+
+@pytest.mark.parametrize("min_rows", [1, 10**9])
+def test_onednn_matmuls_keep_logprobs_and_seeds(
+    qwen: torch.nn.Module, min_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Matmuls of many rows take oneDNN's kernel (here every matmul, ``min_rows`` 1) or never:
+    log-probs still match teacher forcing within rounding, and a seed still fixes the samples."""
+    from operators.rollout import llama_decoder
+
+    monkeypatch.setattr(llama_decoder, "ONEDNN_MIN_ROWS", min_rows)
+    params = SamplingParams(n=24, temperature=1.0, max_new_tokens=6, seed=3)  # 96 rows
+    engine = TorchEngine(qwen)
+    results = engine.generate(PROMPTS, params)
+    assert _tokens(engine.generate(PROMPTS, params)) == _tokens(results)
+    for prompt, group in zip(PROMPTS, results, strict=True):
+        for c in group[::12]:
+            ref = teacher_forced_logprobs(qwen, prompt, c.token_ids)
+            atol = logprob_atol(qwen, prompt, c.token_ids)
+            torch.testing.assert_close(torch.tensor(c.logprobs), ref, atol=atol, rtol=0)
