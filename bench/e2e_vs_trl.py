@@ -8,10 +8,9 @@ rldag's pool workers are Ray actors with one thread each: run with ``--threads 1
 everyone to one thread):
 
 * TRL ``GRPOTrainer`` (``use_cpu=True``, ``bf16=False``, ``beta=0``; needs the ``bench`` extra);
-* rldag's default pipeline driven through ``rldag.engine.run.Run`` (what the Prefect tasks call,
-with
-  every edge persisted as Parquet), and the full ``rldag run`` CLI under Prefect in a subprocess
-  (reported separately: its wall time includes starting Prefect's embedded server);
+* rldag's default pipeline driven through ``rldag.engine.run.Run`` (what the Prefect tasks
+  call, with every edge persisted as Parquet), and the full ``rldag run`` CLI under Prefect in a
+  subprocess (reported separately: its wall time includes starting Prefect's embedded server);
 * a bare single-process loop: HF ``generate`` + the same reward, GRPO advantages and PPO-clip
   token-mean loss + AdamW, no orchestration: the near-limit reference.
 
@@ -22,63 +21,27 @@ s/step and samples/s are the mean over steps 2..N, and the first step is shown a
 ``ratio vs TRL: X`` (TRL s/step over rldag s/step) and the ratio vs the bare loop.
 
     .venv/bin/python bench/e2e_vs_trl.py [--steps 8] [--prompts 8] [--group 8] [--max-new-tokens 8]
+    .venv/bin/python bench/e2e_vs_trl.py --task long_cot [--steps 40]   # bench/long_cot_race.py
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+import long_cot_race
 import numpy as np
-import pyarrow.parquet as pq
 import torch
+from grpo_race import Result, Work, problems, run_trl
+from machine import describe, load_line
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # examples.tiny_task: the demo builders are not installed
-
-
-@dataclass
-class Work:
-    steps: int
-    prompts: int  # prompts per step
-    group: int  # completions per prompt
-    max_new_tokens: int
-    lr: float
-    threads: int
-    fixed_length: bool = False  # every completion exactly max_new_tokens long (eos ignored)
-    rldag: tuple[str, ...] = ()  # more pipeline overrides for rldag (e.g. async settings)
-
-    @property
-    def samples(self) -> int:
-        return self.steps * self.prompts * self.group
-
-
-@dataclass
-class Result:
-    name: str
-    step_s: list[float]  # seconds of each optimizer step
-    note: str = ""
-
-    @property
-    def per_step(self) -> float:
-        """Mean seconds per step after the first (steady state: no setup, no warm-up)."""
-        return statistics.mean(self.step_s[1:] or self.step_s)
-
-    @property
-    def first(self) -> float:
-        return self.step_s[0]
-
-
-def problems(task: Path) -> list[tuple[str, str]]:
-    table = pq.read_table(task / "train.parquet").to_pylist()
-    return [(r["prompt"], r["reward_model"]["ground_truth"]) for r in table]
 
 
 def reward(completion: str, truth: str) -> float:
@@ -88,69 +51,6 @@ def reward(completion: str, truth: str) -> float:
 
 
 # ---- contestants -----------------------------------------------------------------------------
-
-
-def run_trl(task: Path, work: Work) -> Result:
-    """TRL 1.x GRPOTrainer on CPU; per-step times from a callback."""
-    from datasets import Dataset
-    from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    data = problems(task)
-    dataset = Dataset.from_list([{"prompt": p, "ground_truth": g} for p, g in data])
-
-    def correct(prompts, completions, ground_truth, **_) -> list[float]:
-        return [reward(c, g) for c, g in zip(completions, ground_truth, strict=True)]
-
-    class StepTimer(TrainerCallback):
-        def __init__(self) -> None:
-            self.times: list[float] = []
-            self.start = 0.0
-
-        def on_step_begin(self, args, state, control, **kw):
-            self.start = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kw):
-            self.times.append(time.perf_counter() - self.start)
-
-    timer = StepTimer()
-    with tempfile.TemporaryDirectory() as out:
-        config = GRPOConfig(
-            output_dir=out,
-            per_device_train_batch_size=work.prompts * work.group,
-            num_generations=work.group,
-            max_completion_length=work.max_new_tokens,
-            max_steps=work.steps,
-            learning_rate=work.lr,
-            lr_scheduler_type="constant",
-            weight_decay=0.0,
-            max_grad_norm=1.0,
-            temperature=1.0,
-            top_k=0,
-            beta=0.0,
-            use_cpu=True,
-            bf16=False,
-            logging_steps=1,
-            report_to=[],
-            save_strategy="no",
-            disable_tqdm=True,
-            dataloader_num_workers=0,
-            seed=0,
-            generation_kwargs={"min_new_tokens": work.max_new_tokens}
-            if work.fixed_length
-            else None,
-        )
-        trainer = GRPOTrainer(
-            model=str(task / "model"),
-            reward_funcs=correct,
-            args=config,
-            train_dataset=dataset,
-            processing_class=AutoTokenizer.from_pretrained(task / "model"),
-            callbacks=[timer],
-        )
-        trainer.remove_callback(PrinterCallback)  # no per-step log dicts on stdout
-        trainer.train()
-    return Result("TRL GRPOTrainer", timer.times)
 
 
 def _overrides(task: Path, work: Work, storage: str) -> list[str]:
@@ -241,7 +141,7 @@ def run_bare(task: Path, work: Work) -> Result:
     tokenizer.padding_side = "left"
     model = load_causal_lm(str(task / "model"))
     optimizer = torch.optim.AdamW(model.parameters(), lr=work.lr, weight_decay=0.0)
-    data = problems(task)
+    data = problems(task / "train.parquet")
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     rng = np.random.default_rng(0)
     times = []
@@ -287,21 +187,30 @@ def run_bare(task: Path, work: Work) -> Result:
 
 # ---- driver ----------------------------------------------------------------------------------
 
+ADDITION = {"steps": 8, "prompts": 8, "group": 8, "max_new_tokens": 8, "lr": 3e-4, "threads": 0}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--prompts", type=int, default=8, help="prompts per optimizer step")
-    parser.add_argument("--group", type=int, default=8, help="completions per prompt")
-    parser.add_argument("--max-new-tokens", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument(
+        "--task",
+        choices=["addition", "long_cot"],
+        default="addition",
+        help="addition: the default task (TRL, rldag inline and under Prefect, a bare loop); "
+        "long_cot: the long chain-of-thought race (bench/long_cot_race.py)",
+    )
+    parser.add_argument("--steps", type=int, help="optimizer steps (8; long_cot 40)")
+    parser.add_argument("--prompts", type=int, help="prompts per optimizer step (8; long_cot 16)")
+    parser.add_argument("--group", type=int, help="completions per prompt (8)")
+    parser.add_argument("--max-new-tokens", type=int, help="(8; long_cot 256)")
+    parser.add_argument("--lr", type=float, help="(3e-4; long_cot 1e-4)")
     parser.add_argument(
         "--threads",
         type=int,
-        default=0,
         help="torch threads in this process (TRL, bare loop, driver); 0 = torch's default "
-        "(all cores). rldag's pool workers are Ray actors with one thread each either way",
+        "(all cores; long_cot: 2). rldag's pool workers are Ray actors with one thread each",
     )
+    parser.add_argument("--png", type=Path, default=ROOT / "docs/results/long_cot_vs_trl.png")
     parser.add_argument("--skip", nargs="*", default=[], choices=["trl", "prefect", "bare"])
     parser.add_argument(
         "--fixed-length", action="store_true", help="ignore eos: every completion is full length"
@@ -314,10 +223,16 @@ def main() -> None:
         "pools.colocate=[]",
     )
     args = parser.parse_args()
+    defaults = long_cot_race.DEFAULTS if args.task == "long_cot" else ADDITION
+    given = {k: getattr(args, k) for k in defaults}
     work = Work(
-        args.steps, args.prompts, args.group, args.max_new_tokens, args.lr, args.threads,
-        args.fixed_length, tuple(args.rldag),
-    )  # fmt: skip
+        **{k: defaults[k] if v is None else v for k, v in given.items()},
+        fixed_length=args.fixed_length,
+        rldag=tuple(args.rldag),
+    )
+    if args.task == "long_cot":
+        long_cot_race.race(work, args.png, skip_trl="trl" in args.skip)
+        return
     if work.threads:
         torch.set_num_threads(work.threads)
     from transformers.utils import logging as hf_logging
@@ -326,6 +241,8 @@ def main() -> None:
 
     hf_logging.set_verbosity_error()
     task = build_tiny_task(ROOT / ".cache" / "tiny")
+    print(describe())
+    print(load_line("start"))
     print(
         f"work: {work.steps} steps x {work.prompts} prompts x {work.group} samples "
         f"({'exactly' if work.fixed_length else '<='} {work.max_new_tokens} new tokens), "
@@ -334,7 +251,7 @@ def main() -> None:
     )
     # `rldag run` goes first: it starts its own Ray, which must not meet this process's.
     contestants = [("prefect", run_rldag_prefect), ("rldag", run_rldag), ("bare", run_bare)]
-    contestants.append(("trl", run_trl))
+    contestants.append(("trl", lambda t, w: run_trl(t / "model", t / "train.parquet", reward, w)))
     contestants = [(k, f) for k, f in contestants if k not in args.skip]
     results = {}
     for key, run in contestants:
@@ -347,6 +264,7 @@ def main() -> None:
             f"  (first step {result.first:.2f} s{extra})",
             flush=True,
         )
+    print(load_line("end"))
     ours = results["rldag"].per_step
     if "trl" in results:
         print(f"ratio vs TRL: {results['trl'].per_step / ours:.1f}")

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe, load_line
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # examples.*: the example pipelines' code is not installed
 
@@ -32,24 +34,35 @@ sys.path.insert(0, str(ROOT))  # examples.*: the example pipelines' code is not 
 Step = tuple[float, str, int, str]  # (time, started|finished, iteration, node)
 
 
-def _listen() -> tuple[list[float], list[Step]]:
-    """Times of IterationFinished, and each node step's start and end."""
-    from rldag.engine.events import IterationFinished, NodeFinished, NodeStarted, add_listener
+def _listen() -> tuple[list[float], list[Step], list[tuple[float, float]]]:
+    """Times of RunStarted and each IterationFinished, each node step's start and end, and
+    (time, reward mean) of each finished iteration."""
+    from rldag.engine.events import (
+        IterationFinished,
+        NodeFinished,
+        NodeStarted,
+        RunStarted,
+        add_listener,
+    )
 
-    ends: list[float] = []
+    marks: list[float] = []
     steps: list[Step] = []
+    rewards: list[tuple[float, float]] = []
 
     def listen(event: object) -> None:
         now = time.perf_counter()
-        if isinstance(event, IterationFinished):
-            ends.append(now)
+        if isinstance(event, RunStarted):
+            marks.append(now)
+        elif isinstance(event, IterationFinished):
+            marks.append(now)
+            rewards.append((now, event.metrics.get("reward/mean", float("nan"))))
         elif isinstance(event, NodeStarted):
             steps.append((now, "started", event.iteration, event.node))
         elif isinstance(event, NodeFinished):
             steps.append((now, "finished", event.iteration, event.node))
 
     add_listener(listen)
-    return ends, steps
+    return marks, steps, rewards
 
 
 def longest_idle(steps: list[Step]) -> tuple[float, str]:
@@ -72,8 +85,9 @@ def longest_idle(steps: list[Step]) -> tuple[float, str]:
 
 def child(mode: str, pipeline: str, overrides: list[str]) -> None:
     """One run of `pipeline` by `mode` (run: under Prefect as `rldag run`; inline); prints
-    its figures as JSON."""
-    ends, steps = _listen()
+    its figures as JSON: seconds of each iteration after the first (median and mean), of the
+    first, the longest idle gap, and the reward against seconds since the run started."""
+    marks, steps, rewards = _listen()
     if mode == "run":
         from flows.embedded_server import start_embedded_server, stop_embedded_server
         from flows.rl_loop import rldag_run
@@ -91,9 +105,17 @@ def child(mode: str, pipeline: str, overrides: list[str]) -> None:
 
         loaded = load_pipeline(pipeline, overrides)
         run_inline(Run.start(loaded, build_graph(loaded)))
-    walls = [b - a for a, b in zip(ends, ends[1:], strict=False)]  # iterations 1..
+    walls = [b - a for a, b in zip(marks, marks[1:], strict=False)]  # iterations 0..
     idle, where = longest_idle(steps)
-    print(json.dumps({"per_iteration": statistics.median(walls), "idle": idle, "where": where}))
+    figures = {
+        "per_iteration": statistics.median(walls[1:]),
+        "mean_per_iteration": statistics.mean(walls[1:]),
+        "first": walls[0],
+        "idle": idle,
+        "where": where,
+        "curve": [(at - marks[0], reward) for at, reward in rewards],
+    }
+    print(json.dumps(figures))
 
 
 def measure(mode: str, args: argparse.Namespace, runs: Path) -> dict:
@@ -117,7 +139,8 @@ def main() -> None:
     if args.child:
         child(args.child, args.pipeline, args.overrides)
         return
-    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    print(describe())
+    print(load_line("start"))
     found: dict[str, list[dict]] = {"inline": [], "run": []}
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
@@ -128,7 +151,7 @@ def main() -> None:
                     f"{mode:>6}: {figures['per_iteration']:.3f} s/iteration, "
                     f"longest idle {figures['idle']:.3f} s ({figures['where']})"
                 )
-    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    print(load_line("end"))
     inline = statistics.median(f["per_iteration"] for f in found["inline"])
     run = statistics.median(f["per_iteration"] for f in found["run"])
     idle = max(f["idle"] for f in found["run"])
