@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+from machine import describe, load_line
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -140,12 +141,12 @@ def run_single_turn(model: str, rows: int, tokens: int, repeats: int) -> float:
     return wall
 
 
-def tokens_per_second(model: str, setting: str, episodes: int, turns: int, repeats: int) -> None:
+def tokens_per_second(model: str, setting: str, episodes: int, turns: int, repeats: int) -> str:
     """Generated tokens/s of the agent with 16 episodes in flight (instant and 100 ms tools)
     and with all of them (instant tools: as many rows per decode step as single-turn has),
     against single-turn generation of the same tokens per row. Each is the best of
     ``repeats`` runs (single-turn, a fraction of a second: of 3x as many), as the machine may
-    be shared."""
+    be shared. Returns the line to print."""
     rates = {}
     for concurrency, latency in ((16, "0"), (16, "0.1"), (episodes, "0")):
         os.environ[LATENCY] = latency
@@ -156,7 +157,7 @@ def tokens_per_second(model: str, setting: str, episodes: int, turns: int, repea
     per_row = max(1, round(generated / episodes))
     single = per_row * episodes / run_single_turn(model, episodes, per_row, 3 * repeats)
     (instant, tools, wide) = (f"{r:.0f} ({r / single:.2f}x)" for r in rates.values())
-    print(
+    return (
         f"{setting} turns ({generated / episodes / mean_turns:.1f} tokens per turn, "
         f"{mean_turns:.2f} turns): single-turn ({episodes} x {per_row} tokens) {single:.0f} "
         f"tokens/s; agent, 16 in flight: instant tools {instant}, 100 ms tools {tools}; "
@@ -170,6 +171,8 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3, help="tokens/s: best of this many")
     args = parser.parse_args()
+    print(describe())
+    print(load_line("start"), flush=True)
 
     import torch
 
@@ -186,11 +189,13 @@ def main() -> None:
             f"(100 ms per tool call) in {wall:.2f} s: {args.episodes / wall:.1f} episodes/s, "
             f"{generated / wall:.0f} generated tokens/s"
         )
-    print(f"episodes/s, concurrency 16 vs 1: {walls[1] / walls[16]:.1f}x")
-    tokens_per_second(model, "short", args.episodes, args.turns, args.repeats)
+    headline = [f"episodes/s, concurrency 16 vs 1: {walls[1] / walls[16]:.1f}x"]
+    headline.append(tokens_per_second(model, "short", args.episodes, args.turns, args.repeats))
     with tempfile.TemporaryDirectory() as tmp:
         long = long_context_copy(model, Path(tmp))
-        tokens_per_second(long, "long", args.episodes, args.turns, args.repeats)
+        headline.append(tokens_per_second(long, "long", args.episodes, args.turns, args.repeats))
+    print(load_line("end"))
+    print(*headline, sep="\n")
 
 
 if __name__ == "__main__":

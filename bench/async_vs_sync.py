@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe, load_line
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench.slow_env, referenced by the pipeline as module:function
 
@@ -106,6 +108,8 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=1.3)
     parser.add_argument("--png", default=str(ROOT / "docs" / "async-reward-vs-time.png"))
     args = parser.parse_args()
+    print(describe())
+    print(load_line("start"), flush=True)
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
@@ -134,9 +138,10 @@ def main() -> None:
             f"k={k}: {rates[k]:6.1f} samples/s ({rates[k] / serial:.2f}x serial), "
             f"{ends[-1]:.1f} s for {args.iterations} iterations, reward of the last 3 {last:.2f}"
         )
-    print(f"fraction of ideal (k=2): {rates[2] / ideal:.2f}")
     plot({k: v for k, v in curves.items() if k != "k=1"}, Path(args.png))
     print(f"wrote {args.png}")
+    print(load_line("end"))
+    print(f"fraction of ideal (k=2): {rates[2] / ideal:.2f}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
 import yaml
+from machine import describe, load_line
 
 from rldag.compute.ray_pools import RayPools, start_pools
 from rldag.config.spec import NodeKind, load_pipeline
@@ -67,7 +68,11 @@ def pools_for(path: Path, workers: int) -> tuple[RayPools, Node]:
         "model": {"path": "unused"},
         "pools": {"colocate": [], "rollout": {"workers": workers, "cpus_per_worker": 0.5}},
         "nodes": {
-            "rows": {"kind": "source", "op": "dataset", "params": {"path": str(path)}},
+            "rows": {
+                "kind": "source",
+                "op": "dataset",
+                "params": {"path": str(path), "batch_size": 8},  # the file's 8 rows
+            },
             "score": {
                 "kind": "transform",
                 "op": "__main__:ADD_SCORE",
@@ -98,6 +103,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
+    print(describe())
+    print(load_line("start"), flush=True)
     ray.init(num_cpus=max(2, args.workers), include_dashboard=False, logging_level="ERROR")
     table = rollout_table(args.rows)
     tmp = Path(tempfile.mkdtemp())
@@ -121,6 +128,7 @@ def main() -> None:
     print(f"table: {args.rows} rows, {mb:.1f} MB; workers: {args.workers}")
     print(f"raw ray.put + ray.get:          {raw_s * 1e3:8.1f} ms")
     print(f"rldag pools (split by group, N workers, join): {ours_s * 1e3:8.1f} ms")
+    print(load_line("end"))
     print(f"ratio vs raw put/get: {ours_s / raw_s:.2f}x")
     pools.close()
 

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from machine import describe, load_line
 
 ROOT = Path(__file__).resolve().parents[1]
 # The settings the table of docs/results/learning.md was measured with (the default pipeline
@@ -98,6 +99,8 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated names of RUNS")
     args = parser.parse_args()
     names = [n for n in RUNS if not args.only or n in args.only.split(",")]
+    print(describe())
+    print(load_line("start"), flush=True)
     print("| run | reward, first 5 | reward, last 5 | s / iteration | run wall time |")
     print("|---|---|---|---|---|")
     for name in names:
@@ -111,6 +114,7 @@ def main() -> None:
         first, last = statistics.mean(rewards[:5]), statistics.mean(rewards[-5:])
         line = f"| {name} | {first:.2f} | {last:.2f} | {seconds:.2f} | {wall:.0f} s |"
         print(line, flush=True)
+    print(load_line("end"))
 
 
 if __name__ == "__main__":

@@ -20,12 +20,13 @@ import argparse
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from machine import describe, load_line
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS: dict[str, dict[str, str]] = {
@@ -41,18 +42,6 @@ KERNELS: dict[str, dict[str, str]] = {
         "ONEDNN_MAX_CPU_ISA": "SSE41",
     },
 }
-
-
-def machine() -> str:
-    """The CPU model and its widest vector ISA."""
-    flags = model = ""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name") and not model:
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("flags") and not flags:
-            flags = line
-    isa = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse"
-    return f"{model} ({isa}, {os.cpu_count()} cores, {platform.python_version()})"
 
 
 def seeds(text: str) -> list[int]:
@@ -116,7 +105,8 @@ def main() -> None:
     if args.one:
         print(json.dumps(run_one(args.one, args.seed)))
         return
-    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.2f}")
+    print(describe())
+    print(load_line("start"), flush=True)
     rows = []
     for scenario in args.scenarios.split(","):
         for kernel in args.kernels.split(","):
@@ -127,8 +117,8 @@ def main() -> None:
                 if args.json:
                     with args.json.open("a") as f:
                         f.write(json.dumps(row) + "\n")
+    print(load_line("end"))
     summary(rows)
-    print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

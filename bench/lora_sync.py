@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from machine import describe, load_line
 from weight_sync import build_model
 
 from operators.model.lora_weights import nbytes
@@ -37,6 +38,8 @@ def main() -> None:
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
+    print(describe())
+    print(load_line("start"), flush=True)
     tmp = Path(tempfile.mkdtemp())
     model = str(build_model(tmp / "model", args.hidden, args.layers))
     trainers = {
@@ -61,6 +64,7 @@ def main() -> None:
             for path, fn in paths.items():
                 seconds = timed(fn, trainer, engines[label])
                 samples.setdefault((label, path), []).append(seconds)
+    print(load_line("end"))
     params = sum(p.numel() for p in engines[label].model.parameters())
     print(f"model: {params / 1e6:.1f}M parameters")
     for label, trainer in trainers.items():

@@ -19,6 +19,8 @@ import statistics
 import time
 from pathlib import Path
 
+from machine import describe, load_line
+
 from flows.embedded_server import start_embedded_server, stop_embedded_server
 from flows.rl_loop import rldag_run
 from rldag.engine.events import IterationFinished, NodeFinished, RunStarted, add_listener
@@ -38,6 +40,8 @@ def main() -> None:
     )
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
+    print(describe())
+    print(load_line("start"), flush=True)
     marks: list[float] = []
     compute: dict[int, float] = {}
     sync: dict[int, float] = {}
@@ -69,6 +73,7 @@ def main() -> None:
     print(f"{'iter':>4} {'wall s':>8} {'compute s':>10} {'sync s':>8} {'overhead ms':>12}")
     for i, (wall, comp, syn, over) in enumerate(rows):
         print(f"{i:>4} {wall:8.3f} {comp:10.3f} {syn:8.4f} {over * 1e3:12.1f}")
+    print(load_line("end"))
     steady = [r[3] for r in rows[1:]]
     per_iter = statistics.median(steady)
     print(

@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import describe, load_line
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench.slow_env, referenced by the pipeline as module:function
 
@@ -73,6 +75,8 @@ def main() -> None:
     parser.add_argument("--record", help="JSON file of earlier rounds to add to (and update)")
     args = parser.parse_args()
     record = json.loads(Path(args.record).read_text()) if args.record else {}
+    print(describe())
+    print(load_line("start"), flush=True)
     import pyarrow as pa
     import ray
 
@@ -125,6 +129,7 @@ def main() -> None:
                 best = max(measured[label])
                 rows.append((name, label, predicted, best, min(measured[label])))
                 print(f"{name} | {label} | {predicted:.0f} | {measured[label]}", flush=True)
+    print(load_line("end"))
     print(
         "| pipeline | setting | predicted samples/s | measured (best of runs) | slowest run "
         "| error |"

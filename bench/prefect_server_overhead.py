@@ -28,6 +28,7 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
+from machine import describe, load_line
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -143,6 +144,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args.child)
+    print(describe())
+    print(load_line("start"), flush=True)
     with tempfile.TemporaryDirectory(prefix="rldag-bench-") as tmp:
         root = Path(tmp)
         pipeline = write_pipeline(root, args.iterations)
@@ -168,6 +171,7 @@ def main() -> None:
                 pool_s = start_latency(api, env, "pool", args.repeats)
             finally:
                 _stop(working)
+    print(load_line("end"))
     print(f"per iteration, {args.iterations} iterations of a 4-node pipeline (median of 1..):")
     print(f"  ephemeral API    {eph_wall * 1e3:7.0f} ms  (operators {eph_compute * 1e3:.0f} ms)")
     print(f"  prefect server   {srv_wall * 1e3:7.0f} ms  (operators {srv_compute * 1e3:.0f} ms)")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.csv
+from machine import describe, load_line
 
 from rldag.planning.costs import CostModel, NodeCost
 
@@ -92,7 +93,7 @@ def best_of(found, sync_only: bool):
     return max(ranked, key=lambda r: r.result.samples_per_s)
 
 
-def describe(ranked) -> str:
+def placement(ranked) -> str:
     c = ranked.candidate
     workers = ", ".join(f"{p}={w}" for p, w in c.workers)
     return f"{c.describe_colocate()}, {workers}, k={c.max_staleness}"
@@ -104,6 +105,8 @@ def main() -> None:
     from rldag.planning.auto_plan import Limits, parse_cluster, search, sim_plan
     from rldag.planning.simulator import simulate
 
+    print(describe())
+    print(load_line("start"), flush=True)
     out = ROOT / "docs" / "published"
     out.mkdir(parents=True, exist_ok=True)
     pipeline = ROOT / "pipeline.yaml"
@@ -112,11 +115,11 @@ def main() -> None:
         loaded = load_pipeline(pipeline, extra)
         return loaded, build_graph(loaded)
 
-    print(
+    lines = [  # printed after the load at the end
         "| GPUs | veRL sync step | cost model | simulated sync | simulated best "
-        "(placement) | simulated speedup | veRL reported speedup |"
-    )
-    print("|---|---|---|---|---|---|---|")
+        "(placement) | simulated speedup | veRL reported speedup |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for gpus, row in VERL.items():
         for label, across in (("all work", False), ("fixed + work", True)):
             costs = sync_costs(gpus, across)
@@ -130,24 +133,27 @@ def main() -> None:
             sync, best = best_of(found, True), best_of(found, False)
             sync_step = SAMPLES / sync.result.samples_per_s
             best_step = SAMPLES / best.result.samples_per_s
-            print(
+            lines.append(
                 f"| {gpus} | {row[0]:.0f} s | {label} | {sync_step:.0f} s | {best_step:.0f} s "
-                f"({describe(best)}) | {sync_step / best_step:.2f}x "
-                f"| {row[7]:.2f}x (100 steps), {row[8]:.2f}x (400 steps) |",
-                flush=True,
+                f"({placement(best)}) | {sync_step / best_step:.2f}x "
+                f"| {row[7]:.2f}x (100 steps), {row[8]:.2f}x (400 steps) |"
             )
-    print()
-    print(
+    lines += [
+        "",
         "| GPUs | veRL async-mode stage costs: simulated step (split, half each, k=1) "
-        "| vs veRL sync step | veRL reported |"
-    )
-    print("|---|---|---|---|")
+        "| vs veRL sync step | veRL reported |",
+        "|---|---|---|---|",
+    ]
     for gpus, row in VERL.items():
         loaded, graph = load(["pools.colocate=[]", "async.max_staleness=1"])
         plan = sim_plan(loaded, graph)
         plan = replace(plan, workers={"rollout": gpus // 2, "training": gpus // 2})
         step = SAMPLES / simulate(graph, async_mode_costs(gpus), plan, 12).samples_per_s
-        print(f"| {gpus} | {step:.0f} s | {row[0] / step:.2f}x | {row[7]:.2f}x-{row[8]:.2f}x |")
+        lines.append(
+            f"| {gpus} | {step:.0f} s | {row[0] / step:.2f}x | {row[7]:.2f}x-{row[8]:.2f}x |"
+        )
+    print(load_line("end"))
+    print(*lines, sep="\n")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import torch
+from machine import describe, load_line
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # examples.tiny_task: the demo builders are not installed
@@ -69,7 +70,7 @@ def best(fn, repeats: int) -> float:
     return min(times)
 
 
-def bench_rm(rm: Path, rows: pa.Table, repeats: int, hf_batch: int) -> None:
+def bench_rm(rm: Path, rows: pa.Table, repeats: int, hf_batch: int) -> str:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from operators.score.reward_service.reward_model import RewardModelParams, RewardModelScorer
@@ -103,14 +104,14 @@ def bench_rm(rm: Path, rows: pa.Table, repeats: int, hf_batch: int) -> None:
     before = scorer.forwards
     ours()
     forwards = scorer.forwards - before
-    print(
+    return (
         f"reward model, {n} rows: rldag {n / t_ours:,.0f} rows/s ({forwards} forwards), "
         f"HF loop (batch {hf_batch}) {n / t_hf:,.0f} rows/s, ratio {t_hf / t_ours:.2f}x, "
         f"max |score diff| {diff:.1e}"
     )
 
 
-def bench_judge(policy: Path, rows: pa.Table, repeats: int, hf_batches: list[int]) -> None:
+def bench_judge(policy: Path, rows: pa.Table, repeats: int, hf_batches: list[int]) -> str:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from operators.generate.single_turn import GenerateParams
@@ -158,10 +159,10 @@ def bench_judge(policy: Path, rows: pa.Table, repeats: int, hf_batches: list[int
         f"HF generate (batch {size}) {n / t:,.0f} rows/s, ratio {t / t_ours:.2f}x"
         for size, t in t_hf.items()
     )
-    print(f"judge, {n} rows: rldag engine {n / t_ours:,.0f} rows/s; {peers}")
+    return f"judge, {n} rows: rldag engine {n / t_ours:,.0f} rows/s; {peers}"
 
 
-def bench_overlap(policy: Path, rm: Path, data: Path, iterations: int) -> None:
+def bench_overlap(policy: Path, rm: Path, data: Path, iterations: int) -> list[str]:
     from rldag.config.spec import load_pipeline
     from rldag.engine.driver import run_inline
     from rldag.engine.events import NodeFinished, add_listener
@@ -177,6 +178,7 @@ def bench_overlap(policy: Path, rm: Path, data: Path, iterations: int) -> None:
             finished[event.iteration, event.node] = time.perf_counter()
             seconds[event.iteration, event.node] = event.seconds
 
+    lines = []
     remove = add_listener(listen)
     for chunk in (8, 0):
         finished.clear()
@@ -200,13 +202,14 @@ def bench_overlap(policy: Path, rm: Path, data: Path, iterations: int) -> None:
         tail = [finished[i, "score"] - finished[i, "generate"] for i in its]
         score_s = [seconds[i, "score"] for i in its]
         mode = f"streamed (chunk_groups {chunk})" if chunk else "whole tables"
-        print(
+        lines.append(
             f"overlap, {mode}: {statistics.median(walls) * 1e3:.0f} ms per iteration, score "
             f"node {statistics.median(score_s) * 1e3:.0f} ms, of which "
             f"{statistics.median(tail) * 1e3:.0f} ms after generate finished (medians, "
             "iterations 1..)"
         )
     remove()
+    return lines
 
 
 def main() -> None:
@@ -217,6 +220,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=8)
     parser.add_argument("--only", choices=["rm", "judge", "overlap"])
     args = parser.parse_args()
+    print(describe())
+    print(load_line("start"), flush=True)
     torch.set_num_threads(1)
     from examples.tiny_task import build_tiny_task
     from examples.tiny_task.reward_model import build_tiny_reward_model
@@ -224,12 +229,15 @@ def main() -> None:
     task = build_tiny_task(ROOT / ".cache" / "tiny")
     rm = build_tiny_reward_model(ROOT / ".cache" / "tiny_rm")
     rows = skewed_rows(args.rows)
+    lines = []  # printed after the load at the end
     if args.only in (None, "rm"):
-        bench_rm(rm, rows, args.repeats, args.hf_batch)
+        lines.append(bench_rm(rm, rows, args.repeats, args.hf_batch))
     if args.only in (None, "judge"):
-        bench_judge(task / "model", rows, args.repeats, [args.hf_batch, 256])
+        lines.append(bench_judge(task / "model", rows, args.repeats, [args.hf_batch, 256]))
     if args.only in (None, "overlap"):
-        bench_overlap(task / "model", rm, task / "train.parquet", args.iterations)
+        lines += bench_overlap(task / "model", rm, task / "train.parquet", args.iterations)
+    print(load_line("end"))
+    print(*lines, sep="\n")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from machine import describe, load_line
+
 from operators.sandbox import Job, Sandbox, SandboxLimits, TestSpec
 from operators.sandbox.host import bwrap_path, find_interpreter
 
@@ -77,6 +79,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--json", action="store_true", help="also print a JSON line")
     args = parser.parse_args()
+    print(describe())
+    print(load_line("start"), flush=True)
     python = find_interpreter() or sys.executable
     c, batch = args.concurrency, 20
     print(f"sandbox throughput, concurrency {c}, program+1 assert, {args.seconds:.0f} s each")
@@ -88,6 +92,7 @@ def main() -> None:
     rate_plain = measure(
         "plain subprocess", subprocess_runner([python, "-I"], c), args.seconds, batch
     )
+    print(load_line("end"))
     print(f"  ours / bwrap-per-run     {rate_ours / rate_bwrap:8.2f}x")
     print(f"  ours / plain subprocess  {rate_ours / rate_plain:8.2f}x")
     if args.json:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 import pyarrow.parquet as pq
+from machine import describe, load_line
 
 ROOT = Path(__file__).resolve().parents[1]
 EVERY = 10  # iterations between samples
@@ -272,6 +273,8 @@ def main() -> None:
     parser.add_argument("--trace-frames", type=int, default=1, help="frames per traceback")
     parser.add_argument("overrides", nargs="*", help="pipeline overrides, e.g. ray.enabled=false")
     args = parser.parse_args()
+    print(describe())
+    print(load_line("start"), flush=True)
     with tempfile.TemporaryDirectory(prefix="rldag-soak-") as tmp:
         result = soak(
             args.iterations,
@@ -282,6 +285,7 @@ def main() -> None:
             args.trace_frames,
             tuple(args.overrides),
         )
+    print(load_line("end"))
     if args.json:
         args.json.write_text(json.dumps(result))
     plot(result, args.png)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import torch
+from machine import describe, load_line
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,6 +121,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--rank", type=int, default=8, help="LoRA rank of the LoRA edges")
     args = parser.parse_args()
+    print(describe())
+    print(load_line("start"), flush=True)
     tmp = Path(tempfile.mkdtemp())
     model = build_model(tmp / "model", args.hidden, args.layers)
     data = ROOT / ".cache" / "tiny" / "train.parquet"
@@ -136,6 +139,7 @@ def main() -> None:
             samples[label].append(sync_seconds(*edge))
     for runner, *_ in edges.values():
         runner.close()
+    print(load_line("end"))
     median = {label: statistics.median(values[1:]) for label, values in samples.items()}
     params = sum(p.numel() for p in src.parameters())
     print(f"model: {params / 1e6:.1f}M parameters ({params * 4 / 1e6:.0f} MB fp32)")
