@@ -5,8 +5,8 @@ once). It skips HF's per-call mask building and cache bookkeeping, which dominat
 CPU decoding. Its per-step op count is kept small: q/k/v and gate/up projections run as one
 matmul each (the model's parameters are re-pointed to views of one fused tensor, so nothing is
 duplicated and ``load_state_dict`` still lands in them), norms use ``F.rms_norm``, RoPE is
-applied to q and k together. Matmuls of many rows go through oneDNN's fp32 kernel (``_linear``):
-on CPUs where the default BLAS takes a generic path (MKL on AMD EPYC here) it is ~2x faster.
+applied to q and k together. Matmuls of many rows go through oneDNN's fp32 kernel
+(``operators.model.cpu_linear``): ~2x MKL's where MKL takes its generic path (AMD EPYC here).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from operators.model.cpu_linear import linear
 from operators.rollout.decoding import Prefill, right_padded
 from operators.rollout.kv_cache import SlotKVCache
 
@@ -22,24 +23,6 @@ __all__ = ["LLAMA_FAMILY", "LlamaFamilyDecoder", "supports_fast_path"]
 LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "mistral")
 # Decode attention is elementwise up to this many (position, row, head, dim) products.
 ELEMENTWISE_LIMIT = 1 << 22
-# Matmuls of at least this many rows use oneDNN: measured on this project's 2-core AMD EPYC
-# (AVX-512), 256 rows x 128 -> 384 take 110 us there against 230 us through ``F.linear``
-# (MKL), while at 1-16 rows oneDNN's fixed cost makes it as slow or slower.
-ONEDNN_MIN_ROWS = 64
-_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-
-
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``F.linear``, through oneDNN for many fp32 rows on CPU when no gradient is recorded."""
-    if (
-        _ONEDNN
-        and x.dtype == torch.float32
-        and x.device.type == "cpu"
-        and x.numel() >= ONEDNN_MIN_ROWS * x.shape[-1]
-        and not torch.is_grad_enabled()
-    ):
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight, bias, "none", [], "")
-    return F.linear(x, weight, bias)
 
 
 def _fuse(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -137,7 +120,7 @@ class LlamaFamilyDecoder:
         """Normed input -> (scaled, rotated q ``(..., heads, d)``, rotated k and v
         ``(..., 2 * kv_heads, d)``)."""
         h = _rms(layer.in_norm, x)
-        qkv = _linear(h, layer.qkv_w, layer.qkv_b)
+        qkv = linear(h, layer.qkv_w, layer.qkv_b)
         qkv = qkv.view(*x.shape[:-1], self.heads + 2 * self.kv_heads, self.head_dim)
         if layer.q_norm is not None:
             q, k = qkv[..., : self.heads, :], qkv[..., self.heads : self.heads + self.kv_heads, :]
@@ -147,18 +130,18 @@ class LlamaFamilyDecoder:
         return qkv[..., : self.heads, :], qkv[..., self.heads :, :]
 
     def _mlp(self, layer: _Layer, x: torch.Tensor) -> torch.Tensor:
-        gate, up = _linear(_rms(layer.post_norm, x), layer.gate_up_w, None).chunk(2, dim=-1)
+        gate, up = linear(_rms(layer.post_norm, x), layer.gate_up_w, None).chunk(2, dim=-1)
         down = layer.down_proj
-        return x + _linear(layer.act(gate) * up, down.weight, down.bias)
+        return x + linear(layer.act(gate) * up, down.weight, down.bias)
 
     def _o_proj(self, layer: _Layer, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        return x + _linear(out, layer.o_proj.weight, layer.o_proj.bias)
+        return x + linear(out, layer.o_proj.weight, layer.o_proj.bias)
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         head = self.model.lm_head
         h = _rms(self.base.norm, hidden)
         if isinstance(head, torch.nn.Linear):
-            return _linear(h, head.weight, head.bias).float()
+            return linear(h, head.weight, head.bias).float()
         return head(h).float()
 
     def prefill(self, prompts: list[list[int]]) -> Prefill:

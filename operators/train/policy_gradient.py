@@ -30,6 +30,7 @@ from operators.algorithms.importance import ISConfig, ISLevel, ISMode, importanc
 from operators.algorithms.kl import KL_ESTIMATORS
 from operators.algorithms.logprobs import entropy_from_logits, token_logprobs
 from operators.algorithms.policy_losses import POLICY_LOSSES, PolicyLossConfig
+from operators.model.cpu_linear import route_linears
 from operators.model.hf import load_causal_lm
 from operators.train import distributed as dist_utils
 from operators.train import lora as lora_utils
@@ -142,7 +143,7 @@ class PolicyGradientTrainer(PolicyState):
         self._setup(params, build)
         self.lora = params.lora
         self.ref = (  # with LoRA the reference is the base model: the policy, adapters off
-            load_causal_lm(params.model_path, device=params.device).eval()
+            route_linears(load_causal_lm(params.model_path, device=params.device).eval())
             if params.kl_coef and params.lora is None
             else None
         )
@@ -160,7 +161,7 @@ class PolicyGradientTrainer(PolicyState):
         self.lora: lora_utils.LoraParams | None = None
         self.distributed = dist_utils.init_process_group(params.device)
         self.rank, self.world_size = dist_utils.world()
-        self.model = build()
+        self.model = route_linears(build())
         self.model.train()
         if self.distributed:
             dist_utils.shard(self.model)

@@ -10,6 +10,7 @@ import torch
 from omegaconf import MISSING
 
 from operators.algorithms.logprobs import token_logprobs
+from operators.model.cpu_linear import route_linears
 from operators.model.hf import load_causal_lm
 from operators.train.batch import PackedBatch, pack
 from operators.train.micro_batches import plan_micro_batches
@@ -46,7 +47,7 @@ class ReferencePolicy:
         self.shared_prefix = params.shared_prefix and supports_shared_prefix(self.model)
 
     def _load(self) -> torch.nn.Module:
-        return load_causal_lm(self.p.model_path, device=self.p.device).eval()
+        return route_linears(load_causal_lm(self.p.model_path, device=self.p.device).eval())
 
     def _score(self, mb: PackedBatch, shared: bool) -> torch.Tensor:
         """[rows, response tokens] values of a micro-batch."""

@@ -238,9 +238,9 @@ def test_onednn_matmuls_keep_logprobs_and_seeds(
 ) -> None:
     """Matmuls of many rows take oneDNN's kernel (here every matmul, ``min_rows`` 1) or never:
     log-probs still match teacher forcing within rounding, and a seed still fixes the samples."""
-    from operators.rollout import llama_decoder
+    from operators.model import cpu_linear
 
-    monkeypatch.setattr(llama_decoder, "ONEDNN_MIN_ROWS", min_rows)
+    monkeypatch.setattr(cpu_linear, "ONEDNN_MIN_ROWS", min_rows)
     params = SamplingParams(n=24, temperature=1.0, max_new_tokens=6, seed=3)  # 96 rows
     engine = TorchEngine(qwen)
     results = engine.generate(PROMPTS, params)
