@@ -62,6 +62,16 @@ def run_rldag(mode: str, work: Work, runs: Path) -> tuple[Result, dict]:
     return Result(name, walls, curve=[tuple(p) for p in figures["curve"]]), figures
 
 
+SMOOTH = 5  # steps in the plot's rolling mean
+
+
+def rolling_mean(values: list[float], width: int) -> list[float]:
+    """Mean of each value and up to `width - 1` before it."""
+    return [
+        sum(values[max(0, i - width + 1) : i + 1]) / min(i + 1, width) for i in range(len(values))
+    ]
+
+
 def plot(results: list[Result], work: Work, png: Path) -> None:
     """Reward against wall-clock seconds, one line per contestant."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -72,9 +82,10 @@ def plot(results: list[Result], work: Work, png: Path) -> None:
     axes = figure.add_subplot()
     for result in results:
         seconds, rewards = zip(*result.curve, strict=True)
-        axes.plot(seconds, rewards, marker=".", label=result.name)
+        (line,) = axes.plot(seconds, rewards, ".", alpha=0.35)
+        axes.plot(seconds, rolling_mean(rewards, SMOOTH), color=line.get_color(), label=result.name)
     axes.set_xlabel("seconds since the first step began")
-    axes.set_ylabel("reward (mean of the step's samples)")
+    axes.set_ylabel(f"reward (dots: each step; lines: mean of {SMOOTH} steps)")
     axes.set_title(
         f"long CoT GRPO: {work.steps} steps x {work.prompts} prompts x {work.group} samples, "
         f"<= {work.max_new_tokens} tokens",
