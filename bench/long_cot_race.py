@@ -123,6 +123,8 @@ def race(work: Work, png: Path, skip_trl: bool = False) -> None:
             f"{sum(r for _, r in result.curve[:3]) / 3:.3f}, last 5 {sum(last) / len(last):.3f}",
             flush=True,
         )
+    for side, figures in (("rldag run", run), ("inline", inline)):
+        print(f"generate's share of an iteration ({side}): {figures['generate_share']:.2f}")
     plot([results[k] for k in ("run", "trl") if k in results], work, png)
     print(f"reward against wall-clock seconds: {png}")
     print(load_line("end"))

@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))  # examples.*: the example pipelines' code is not 
 Step = tuple[float, str, int, str]  # (time, started|finished, iteration, node)
 
 
-def _listen() -> tuple[list[float], list[Step], list[tuple[float, float]]]:
-    """Times of RunStarted and each IterationFinished, each node step's start and end, and
-    (time, reward mean) of each finished iteration."""
+def _listen() -> tuple[list[float], list[Step], list[tuple[float, float]], list[dict]]:
+    """Times of RunStarted and each IterationFinished, each node step's start and end,
+    (time, reward mean) of each finished iteration, and its metrics."""
     from rldag.engine.events import (
         IterationFinished,
         NodeFinished,
@@ -48,6 +48,7 @@ def _listen() -> tuple[list[float], list[Step], list[tuple[float, float]]]:
     marks: list[float] = []
     steps: list[Step] = []
     rewards: list[tuple[float, float]] = []
+    metrics: list[dict] = []
 
     def listen(event: object) -> None:
         now = time.perf_counter()
@@ -56,13 +57,14 @@ def _listen() -> tuple[list[float], list[Step], list[tuple[float, float]]]:
         elif isinstance(event, IterationFinished):
             marks.append(now)
             rewards.append((now, event.metrics.get("reward/mean", float("nan"))))
+            metrics.append(event.metrics)
         elif isinstance(event, NodeStarted):
             steps.append((now, "started", event.iteration, event.node))
         elif isinstance(event, NodeFinished):
             steps.append((now, "finished", event.iteration, event.node))
 
     add_listener(listen)
-    return marks, steps, rewards
+    return marks, steps, rewards, metrics
 
 
 def longest_idle(steps: list[Step]) -> tuple[float, str]:
@@ -83,11 +85,16 @@ def longest_idle(steps: list[Step]) -> tuple[float, str]:
     return longest
 
 
+def _share(metrics: list[dict], key: str) -> float:
+    """`key`'s seconds over the iterations' seconds (timing_s/iteration), summed."""
+    return sum(m.get(key, 0.0) for m in metrics) / sum(m["timing_s/iteration"] for m in metrics)
+
+
 def child(mode: str, pipeline: str, overrides: list[str]) -> None:
     """One run of `pipeline` by `mode` (run: under Prefect as `rldag run`; inline); prints
     its figures as JSON: seconds of each iteration after the first (median and mean), of the
     first, the longest idle gap, and the reward against seconds since the run started."""
-    marks, steps, rewards = _listen()
+    marks, steps, rewards, metrics = _listen()
     if mode == "run":
         from flows.embedded_server import start_embedded_server, stop_embedded_server
         from flows.rl_loop import rldag_run
@@ -114,6 +121,7 @@ def child(mode: str, pipeline: str, overrides: list[str]) -> None:
         "idle": idle,
         "where": where,
         "curve": [(at - marks[0], reward) for at, reward in rewards],
+        "generate_share": _share(metrics[1:], "timing_s/generate"),
     }
     print(json.dumps(figures))
 
