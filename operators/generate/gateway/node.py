@@ -75,6 +75,8 @@ class AgentGateway(PolicyEngine):
     def stream(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> Iterator[pa.Table]:
         """Tables of ``ctx.chunk_groups`` finished prompt groups at a time (0: one table)."""
         prompts = inputs["prompts"]
+        import openai  # the `agents` extra; imported here, not on the agents' event loop
+
         if self.server is None:
             self.server = GatewayServer(build_app(self.sessions, self.token, self.p.served_model))
         sampling, base = self.sampling(ctx, self.p.max_tokens_per_turn)
@@ -90,7 +92,7 @@ class AgentGateway(PolicyEngine):
         shared = agents.run(_shared(self.p.max_concurrency))
         try:
             running = {
-                agents.submit(self._episode(setup, shared, ctx, rows[i], k)): (i, k)
+                agents.submit(self._episode(openai, setup, shared, ctx, rows[i], k)): (i, k)
                 for i in range(len(rows))
                 for k in range(self.p.n)
             }
@@ -114,11 +116,15 @@ class AgentGateway(PolicyEngine):
                 sampler.close()
 
     async def _episode(
-        self, setup: SessionSetup, shared: tuple, ctx: NodeContext, row: dict[str, Any], k: int
+        self,
+        openai: Any,
+        setup: SessionSetup,
+        shared: tuple,
+        ctx: NodeContext,
+        row: dict[str, Any],
+        k: int,
     ) -> EpisodeResult:
         """One episode: a session, the agent's call, the session's trajectory."""
-        import openai
-
         limit, http = shared
         async with limit:
             key = f"{ctx.node}/{ctx.rank}/{ctx.iteration}/{row['prompt_id']}/{k}"

@@ -14,16 +14,8 @@ from operators.generate.agent.loop import turn_seed
 from operators.model.prompts import render_chat
 from operators.rollout.sampling import SamplingParams
 from operators.rollout.torch_engine import TorchEngine
-from tests.support.gateway import GatewayHarness, lookup_model
 
 ASK = [{"role": "user", "content": "lookup 3"}]
-
-
-@pytest.fixture(scope="module")
-def gateway():
-    harness = GatewayHarness(lookup_model())
-    yield harness
-    harness.close()
 
 
 async def two_turns(client: openai.AsyncOpenAI) -> list:
