@@ -155,6 +155,7 @@ class GatewayServer:
 
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # inherited by accepts
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
