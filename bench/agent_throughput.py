@@ -8,12 +8,18 @@ call), so each episode is ``--turns`` model turns and ``--turns`` tool calls. At
 an episode's tool time stalls generation; at 16 the engine batches the turns of the live
 episodes while others wait on their tools.
 
+The *gateway* case runs the same episodes as a user's OpenAI-SDK agent (``chatty_agent``: each
+turn is one chat request, answered by a user message) behind ``agent_gateway``: its tokens/s
+against single-turn and against ``agent_loop`` with instant tools, all episodes in flight, and
+its per-request overhead: wall seconds per request at concurrency 1 minus ``agent_loop``'s per
+turn.
+
 Two turn lengths: *short*, the tiny model as trained (it answers in 1-2 tokens, so per-turn
 costs dominate), and *long*, the same weights with a 1024-position context sampled at
 temperature 100 (near-uniform over its 16-token vocabulary: a turn ends when it samples EOS,
 after ~16 tokens). Run from the repository root:
 
-    python bench/agent_throughput.py [--episodes 64] [--turns 3] [--repeats 3]
+    python bench/agent_throughput.py [--episodes 64] [--turns 3] [--repeats 3] [--gateway-only]
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from machine import describe, load_line
@@ -122,6 +129,70 @@ def run_agent(
     return wall, generated, sum(num_turns) / len(num_turns)
 
 
+async def chatty_agent(client: Any, task: dict[str, Any]) -> float:
+    """``BENCH_TURNS`` chat requests, each reply answered by a user message (the gateway
+    case's agent, as a user writes it against the OpenAI SDK)."""
+    messages: list[Any] = [{"role": "user", "content": task["prompt"]}]
+    for _ in range(int(os.environ.get("BENCH_TURNS", "3"))):
+        reply = await client.chat.completions.create(model="policy", messages=messages)
+        messages += [reply.choices[0].message, {"role": "user", "content": "1+1="}]
+    return 0.0
+
+
+def run_gateway(
+    model: str, episodes: int, turns: int, concurrency: int, repeats: int = 1
+) -> tuple[float, int, int]:
+    """Wall seconds of ``episodes`` gateway episodes (the best of ``repeats``), the tokens the
+    model generated and the requests made."""
+    from operators.generate.gateway.node import AgentGateway
+    from operators.generate.gateway.params import GatewayParams
+    from rldag.graph.operator import NodeContext
+
+    os.environ["BENCH_TURNS"] = str(turns)
+    params = GatewayParams(
+        model_path=model,
+        agent="bench.agent_throughput:chatty_agent",
+        max_turns=turns,
+        max_concurrency=concurrency,
+        **SETTINGS["short"],
+    )
+    gateway = AgentGateway(params)
+    ctx = NodeContext(node="agent", iteration=0, seed=0, run_uri="")
+    try:
+        gateway({"prompts": prompts(4)}, ctx)  # warm: engine, server, first forward
+        wall = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            table = gateway({"prompts": prompts(episodes)}, ctx)
+            wall = min(wall, time.perf_counter() - start)
+    finally:
+        gateway.close()
+    generated = sum(sum(m) for m in table["response_mask"].to_pylist())
+    return wall, generated, sum(table["requests"].to_pylist())
+
+
+def gateway_case(model: str, episodes: int, turns: int, repeats: int) -> None:
+    """The gateway's tokens/s against single-turn and agent_loop (instant tools, every
+    episode in flight), and its per-request overhead at concurrency 1."""
+    os.environ[LATENCY] = "0"
+    wall, generated, _ = run_gateway(model, episodes, turns, episodes, repeats)
+    loop_wall, loop_generated, _ = run_agent(model, episodes, turns, episodes, "short", repeats)
+    per_row = max(1, round(generated / episodes))
+    single = per_row * episodes / run_single_turn(model, episodes, per_row, 3 * repeats)
+    rate, loop_rate = generated / wall, loop_generated / loop_wall
+    one = 8  # episodes at concurrency 1
+    one_wall, _, requests = run_gateway(model, one, turns, 1, repeats)
+    loop_one, _, _ = run_agent(model, one, turns, 1, "short", repeats)
+    overhead = (one_wall / requests - loop_one / (one * turns)) * 1000
+    print(
+        f"gateway ({episodes} OpenAI-SDK episodes x {turns} requests, all in flight): "
+        f"{rate:.0f} tokens/s = {rate / single:.2f}x single-turn ({single:.0f}), "
+        f"{rate / loop_rate:.2f}x agent_loop ({loop_rate:.0f}); per-request overhead at "
+        f"concurrency 1: {overhead:.1f} ms ({one_wall / requests * 1000:.1f} ms per request "
+        f"vs {loop_one / (one * turns) * 1000:.1f} ms per agent_loop turn)"
+    )
+
+
 def run_single_turn(model: str, rows: int, tokens: int, repeats: int) -> float:
     """Wall seconds of single-turn generation of ``rows`` x ``tokens`` tokens (EOS ignored),
     the best of ``repeats`` runs."""
@@ -170,6 +241,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3, help="tokens/s: best of this many")
+    parser.add_argument("--gateway-only", action="store_true", help="only the gateway case")
     args = parser.parse_args()
     print(describe())
     print(load_line("start"), flush=True)
@@ -180,6 +252,9 @@ def main() -> None:
 
     torch.set_num_threads(1)
     model = str(build_tiny_task(ROOT / ".cache" / "tiny") / "model")
+    gateway_case(model, args.episodes, args.turns, args.repeats)
+    if args.gateway_only:
+        return
     walls = {}
     for concurrency in (1, 16):
         wall, generated, _ = run_agent(model, args.episodes, args.turns, concurrency)

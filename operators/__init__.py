@@ -15,6 +15,7 @@ BUILTIN = {
     "hf_dataset": (NodeKind.source, "operators.source.hf_dataset:HF_DATASET"),
     "torch_engine": (NodeKind.generate, "operators.generate.single_turn:TORCH_ENGINE"),
     "agent_loop": (NodeKind.generate, "operators.generate.agent.loop:AGENT_LOOP"),
+    "agent_gateway": (NodeKind.generate, "operators.generate.gateway.node:AGENT_GATEWAY"),
     "sandbox.python": (NodeKind.sandbox, "operators.sandbox.node:SANDBOX_PYTHON"),
     "pass_rate": (NodeKind.score, "operators.score.rewards.pass_rate:PASS_RATE"),
     "grpo_advantage": (NodeKind.transform, "operators.transform.advantage:GRPO_ADVANTAGE"),

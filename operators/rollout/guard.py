@@ -1,6 +1,7 @@
 """The rollout server's door: every request but the health checks needs the run's bearer
 token (``Authorization: Bearer <token>``, SGLang's ``--api-key`` header), and request bodies
-are capped. A plain ASGI middleware, so a refused request never reaches an endpoint.
+are capped. A plain ASGI middleware, so a refused request never reaches an endpoint; the agent
+gateway uses the same door with OpenAI-shaped refusals (``error_body``).
 
 The token is made per run (``new_token``) by whoever starts the servers and reaches them
 through the environment (``TOKEN_ENV``), never a command line or the resolved pipeline.
@@ -25,6 +26,12 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+ErrorBody = Callable[[int, str], dict[str, Any]]  # (status, message) -> the JSON refusal
+
+
+def rollout_error(status: int, message: str) -> dict[str, Any]:
+    """A refusal as the rollout servers word it (SGLang's error shape)."""
+    return {"object": "error", "message": message, "code": status}
 
 
 def new_token() -> str:
@@ -49,12 +56,19 @@ class _TooLarge(Exception):
 class ServerGuard:
     """Refuse requests without the bearer token (401) or with a body over the cap (413)."""
 
-    def __init__(self, app: ASGIApp, token: str, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        error_body: ErrorBody = rollout_error,
+    ) -> None:
         if not token:
             raise ValueError(f"a rollout server needs a bearer token (set {TOKEN_ENV})")
         self.app = app
         self._expected = f"Bearer {token}".encode()
         self.max_body_bytes = max_body_bytes
+        self.error_body = error_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -63,11 +77,11 @@ class ServerGuard:
         headers = dict(scope["headers"])
         given = headers.get(b"authorization", b"")
         if scope["path"] not in OPEN_PATHS and not hmac.compare_digest(given, self._expected):
-            await _reply(send, 401, "missing or wrong bearer token", CHALLENGE)
+            await self._reply(send, 401, "missing or wrong bearer token", CHALLENGE)
             return
         length = headers.get(b"content-length", b"0")
         if not length.isdigit() or int(length) > self.max_body_bytes:
-            await _reply(send, 413, f"request body over {self.max_body_bytes} bytes")
+            await self._reply(send, 413, f"request body over {self.max_body_bytes} bytes")
             return
         seen = 0
 
@@ -82,13 +96,12 @@ class ServerGuard:
         try:
             await self.app(scope, capped, send)
         except _TooLarge:  # raised while the endpoint reads its body, before it answers
-            await _reply(send, 413, f"request body over {self.max_body_bytes} bytes")
+            await self._reply(send, 413, f"request body over {self.max_body_bytes} bytes")
 
-
-async def _reply(
-    send: Send, status: int, message: str, extra: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    body = json.dumps({"object": "error", "message": message, "code": status}).encode()
-    headers = [(b"content-type", b"application/json"), *(extra or [])]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    async def _reply(
+        self, send: Send, status: int, message: str, extra: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
+        body = json.dumps(self.error_body(status, message)).encode()
+        headers = [(b"content-type", b"application/json"), *(extra or [])]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

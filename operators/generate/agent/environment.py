@@ -33,6 +33,7 @@ class AssistantTurn:
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     parse_errors: tuple[str, ...] = ()
+    content: str | None = None  # the text outside the calls, where the parser can tell
 
 
 @dataclass(frozen=True)

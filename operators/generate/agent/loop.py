@@ -14,13 +14,14 @@ table.py). Weights arrive along the weights edge as for ``torch_engine``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 
 from operators.generate.agent.episode import Episode, EpisodeRunner
+from operators.generate.agent.groups import finished_groups
 from operators.generate.agent.hosting import start_hosts
 from operators.generate.agent.params import AgentParams
 from operators.generate.agent.parsers import tool_parser
@@ -95,21 +96,9 @@ class AgentLoop(PolicyEngine):
                 running = {
                     pool.submit(episode, i, k): (i, k) for i in range(len(rows)) for k in range(n)
                 }
-                done: dict[int, list[Episode | None]] = {}
-                ready: list[int] = []
                 size = ctx.chunk_groups or len(rows)
-                while running:
-                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        i, k = running.pop(future)
-                        group = done.setdefault(i, [None] * n)
-                        group[k] = future.result()
-                        if all(e is not None for e in group):
-                            ready.append(i)
-                    while len(ready) >= size or (ready and not running):
-                        chunk, ready = sorted(ready[:size]), ready[size:]
-                        groups = [done.pop(i) for i in chunk]
-                        yield agent_table(prompts.take(chunk), groups, self.policy_version)
+                for chunk, groups in finished_groups(running, n, size):
+                    yield agent_table(prompts.take(chunk), groups, self.policy_version)
         finally:
             turns.close()
 

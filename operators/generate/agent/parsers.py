@@ -53,14 +53,16 @@ def _call(body: str, index: int) -> ToolCall | str:
 @register_tool_parser("hermes")
 def hermes(text: str) -> AssistantTurn:
     """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, any number; an
-    unclosed block, bad JSON or a call without a name is a parse error."""
+    unclosed block, bad JSON or a call without a name is a parse error. When every block
+    parsed, ``content`` is the text around them."""
     calls: list[ToolCall] = []
     errors: list[str] = []
     for index, match in enumerate(_HERMES.finditer(text)):
         closed = match.group(0).endswith("</tool_call>")
         found = _call(match.group(1), index) if closed else f"tool call {index}: unclosed"
         (calls if isinstance(found, ToolCall) else errors).append(found)
-    return AssistantTurn(text, tuple(calls), tuple(errors))
+    content = _HERMES.sub("", text).strip() if calls and not errors else None
+    return AssistantTurn(text, tuple(calls), tuple(errors), content)
 
 
 @register_tool_parser("none")

@@ -3,11 +3,13 @@ threads at once so that their turns batch together.
 
 In process the ``TorchEngine`` runs behind an ``EngineLoop`` (its continuous batcher on one
 thread: a turn submitted while others decode joins the running batch); on rollout servers each
-turn is one ``/generate`` request, batched by the server the same way.
+turn is one ``/generate`` request, batched by the server the same way. ``submit`` is the
+non-blocking form (a future of ``n`` completions), for callers on an event loop (the gateway).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -22,13 +24,19 @@ class LoopTurns:
         self.engine = engine
         self.loop = EngineLoop(engine, weight_version=str(version))
 
+    def submit(
+        self, ids: list[int], params: SamplingParams, seed: int, key: str | None
+    ) -> Future[tuple[list[list[Completion]], str]]:
+        """A future of ``([params.n completions], version)``; with ``key`` (and ``n`` 1) the
+        engine keeps the cache for the episode's next turn, which then prefills only what the
+        turn and the environment added."""
+        return self.loop.generate([GenerateItem(ids, params, seed, 0, cache_key=key)])
+
     def sample(
         self, ids: list[int], params: SamplingParams, seed: int, timeout_s: float | None, key: str
     ) -> tuple[Completion, int]:
-        """One turn of episode ``key``: the engine keeps its cache for the episode's next turn,
-        which then prefills only what the turn and the environment added."""
-        future = self.loop.generate([GenerateItem(ids, params, seed, 0, cache_key=key)])
-        results, version = future.result(timeout=timeout_s)
+        """One turn of episode ``key`` (see ``submit``)."""
+        results, version = self.submit(ids, params, seed, key).result(timeout=timeout_s)
         return results[0][0], int(version)
 
     def release(self, key: str) -> None:
@@ -45,17 +53,35 @@ class LoopTurns:
 class ServerTurns:
     """Turns on rollout servers (ours or SGLang) through the node's ``RolloutService``."""
 
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: Any, workers: int = 16) -> None:
         self.service = service
+        self.pool: ThreadPoolExecutor | None = None  # for `submit` (made on first use)
+        self.workers = workers
+
+    def _request(
+        self, ids: list[int], params: SamplingParams, seed: int
+    ) -> tuple[list[list[Completion]], str]:
+        ((completions, version),) = self.service.generate([ids], params, [seed])
+        return [completions], str(version)
+
+    def submit(
+        self, ids: list[int], params: SamplingParams, seed: int, key: str | None
+    ) -> Future[tuple[list[list[Completion]], str]]:
+        """A future of ``([params.n completions], version)`` (a request on a worker thread)."""
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(self.workers, "rldag-server-turn")
+        return self.pool.submit(self._request, ids, params, seed)
 
     def sample(
         self, ids: list[int], params: SamplingParams, seed: int, timeout_s: float | None, key: str
     ) -> tuple[Completion, int]:
-        ((completions, version),) = self.service.generate([ids], replace(params, n=1), [seed])
+        (completions,), version = self._request(ids, replace(params, n=1), seed)
         return completions[0], int(version)
 
     def release(self, key: str) -> None:
         pass  # the servers' caches are theirs to manage
 
     def close(self) -> None:
-        pass
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None

@@ -1,0 +1,1 @@
+"""Agents written against the OpenAI SDK, run by the `agent_gateway` node unchanged."""
