@@ -267,6 +267,7 @@ def breakdown(scenario: Scenario, model_dir: Path, repeats: int) -> dict[str, di
     that label. ``other layer ops`` are the decode's norms,
     RoPE, embedding and residual adds, ``bookkeeping`` the batcher's per-step work outside the
     model and the sampler (admission, stop checks, finishing, compaction)."""
+    from operators.model import cpu_linear
     from operators.rollout import batcher as batcher_module
     from operators.rollout import llama_decoder
     from operators.rollout.kv_cache import SlotKVCache
@@ -274,18 +275,18 @@ def breakdown(scenario: Scenario, model_dir: Path, repeats: int) -> dict[str, di
     engine = TorchEngine(load_model(scenario, model_dir))
     run_ours(engine, scenario, seed=0)
     decoder, batcher = engine.batcher.decoder, engine.batcher
-    saved = (llama_decoder._linear, llama_decoder._decode_attention, SlotKVCache.store,
+    saved = (llama_decoder.linear, llama_decoder._decode_attention, SlotKVCache.store,
              batcher_module.sample_rows)  # fmt: skip
     best: dict[str, dict[str, float]] = {"F.linear": {}, "engine": {}}
-    onednn = llama_decoder._ONEDNN
+    onednn = cpu_linear._ONEDNN
     for r, label in itertools.product(range(repeats), best):
-        llama_decoder._ONEDNN = onednn and label == "engine"
+        cpu_linear._ONEDNN = onednn and label == "engine"
         clock = _Clock()
         try:
             clock.wrap(decoder, "decode", "decode", outer=True)
             clock.wrap(decoder, "prefill", "prefill", outer=True)
             clock.wrap(decoder, "extend", "prefill", outer=True)
-            clock.wrap(llama_decoder, "_linear", "matmuls")
+            clock.wrap(llama_decoder, "linear", "matmuls")
             clock.wrap(llama_decoder, "_decode_attention", "attention")
             clock.wrap(SlotKVCache, "store", "KV writes")
             clock.wrap(batcher_module, "sample_rows", "sampling")
@@ -298,9 +299,9 @@ def breakdown(scenario: Scenario, model_dir: Path, repeats: int) -> dict[str, di
             for owner in (decoder, batcher):  # drop the instance wrappers
                 for name in ("decode", "prefill", "extend", "step"):
                     owner.__dict__.pop(name, None)
-            llama_decoder._linear, llama_decoder._decode_attention = saved[0], saved[1]
+            llama_decoder.linear, llama_decoder._decode_attention = saved[0], saved[1]
             SlotKVCache.store, batcher_module.sample_rows = saved[2], saved[3]
-            llama_decoder._ONEDNN = onednn
+            cpu_linear._ONEDNN = onednn
         t = clock.seconds
         parts = {
             "matmuls": t["matmuls"],
