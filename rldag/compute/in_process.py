@@ -72,5 +72,8 @@ class InProcessPools:
     def export_hf(self, node: Node, path: str) -> None:
         self.host.export_hf(node, path)
 
+    def abandon(self) -> None:
+        return None  # a call in this process runs to its end
+
     def close(self) -> None:
         self.host.close()

@@ -58,6 +58,7 @@ class RayPools:
 
         self.placement = placement
         self.restarts_left = (faults or FaultsSpec()).max_restarts
+        self._abandoned = False  # a stopping run gave up its calls: no worker is replaced
         self._stateful: set[str] = set()  # groups hosting a stateful operator (build_all)
         self.operator_seconds: dict[str, float] = {}  # last call, slowest worker (for bench/)
         self._driver = InProcessPools()
@@ -196,6 +197,8 @@ class RayPools:
     def _replace(self, node: Node, group: WorkerGroup, rank: int, err: Exception) -> None:
         """Start a new worker for a dead one of a stateless group, or raise WorkerLost."""
         where = f"the process of pool worker {group.name}[{rank}] died ({type(err).__name__})"
+        if self._abandoned:
+            raise WorkerLost(f"{where}: the run is stopping and gave up its work") from None
         if group.name in self._stateful:
             raise WorkerLost(
                 f"{where}; it held the state of a stateful operator, so the run stops: "
@@ -322,6 +325,19 @@ class RayPools:
             return self._driver.export_hf(node, path)
         self._on_every_rank(node, lambda w: w.export_hf.remote(node, path))
 
+    def abandon(self) -> None:
+        """Kill every pool worker now, busy or not (a call queued behind a busy one would
+        wait for it); their calls in flight fail and none is replaced. The processes they
+        started go with them (rollout servers watch their parent's pid, sandboxes their
+        control pipe)."""
+        import ray
+
+        self._abandoned = True
+        for workers in self._workers.values():
+            for w in workers:
+                ray.kill(w, no_restart=True)
+        self._workers.clear()
+
     def close(self) -> None:
         import ray
         from ray.util.placement_group import remove_placement_group
@@ -337,6 +353,7 @@ class RayPools:
         for pg in self._pgs.values():
             remove_placement_group(pg)
         self._workers.clear()
+        self._pgs.clear()
 
 
 def start_pools(

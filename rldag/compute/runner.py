@@ -51,4 +51,8 @@ class NodeRunner(Protocol):
 
     def export_hf(self, node: Node, path: str) -> None: ...
 
+    def abandon(self) -> None:
+        """Give up what the pools are running now (a stopping run): its calls fail soon and
+        nothing is restarted. Work in the driver process cannot be interrupted and ends."""
+
     def close(self) -> None: ...
