@@ -76,7 +76,10 @@ def _server_class() -> type:
                 **EPHEMERAL_ENV,
                 **get_current_settings().to_environment_variables(exclude_unset=True),
             }
-            return subprocess.Popen([sys.executable, "-m", "uvicorn", *args], env=env)
+            # its own process group: a Ctrl-C at the terminal (SIGINT to the foreground group)
+            # reaches `rldag run`, which stops the run and then this server, not the server
+            command = [sys.executable, "-m", "uvicorn", *args]
+            return subprocess.Popen(command, env=env, process_group=0)
 
     return Server
 

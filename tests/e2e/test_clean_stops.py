@@ -1,11 +1,13 @@
 """`rldag run` asked to stop, by SIGTERM, by SIGINT or by a cancel in Prefect, stops at a safe
 point. The run is held in the middle of iteration 1 by a node on the environment pool (a Ray
 actor sleeping 120 s: tests/support/stop_points.py), after iteration 0's checkpoint; its
-rollout engine is a rollout server (a process of its own). Each stop gives the exit code
-that says what asked (143, 130, 130), abandons the held call at once, leaves no process it
-started alive (Ray, the Prefect server it started, the rollout server, the actors), keeps
-what it stored at iteration 0's checkpoint with its lock released, and ends the flow run
-Cancelled in Prefect; `rldag run --resume` then gives the rows of a run never stopped."""
+rollout engine is, in the SIGTERM test, a rollout server (a process of its own). Each stop gives the exit code
+that says what asked (143, 130, 130), gives the held call up at once, leaves no process it
+started alive (Ray, the rollout server, the actors, and the Prefect server it started when
+no PREFECT_API_URL is set: the SIGINT test, sent to the process group as a terminal's Ctrl-C
+is), keeps what it stored at iteration 0's checkpoint with its lock released, and ends the
+flow run Cancelled on the session's Prefect server; after SIGTERM, `rldag run --resume`
+gives the rows of a run never stopped (the stop is one path whatever asked for it)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
-import pytest
 
 from tests.support.paths import ROOT
 from tests.support.process_tree import ProcessTree
@@ -28,7 +29,9 @@ from tests.support.stop_points import hold_node
 STOP_S = 30  # a stop that waited for the held call (120 s) took longer
 
 
-def _overrides(tiny_task: Path, tmp_path: Path, storage: Path) -> list[str]:
+def _overrides(tiny_task: Path, tmp_path: Path, storage: Path, servers: bool = False) -> list[str]:
+    """3 iterations held in iteration 1; with `servers`, generating on a rollout server."""
+    engine = ["nodes.generate.params.engine=server"] if servers else []
     return [
         f"model.path={tiny_task / 'model'}",
         f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
@@ -37,8 +40,8 @@ def _overrides(tiny_task: Path, tmp_path: Path, storage: Path) -> list[str]:
         "checkpoint.every=1",
         "nodes.prompts.params.batch_size=8",
         "nodes.generate.params.n=4",
-        "nodes.generate.params.engine=server",
         f"nodes.generate.params.weights_dir={tmp_path / 'weights'}",
+        *engine,
         *hold_node(tmp_path / "held", "score", "advantage", "scored", at=1),
     ]
 
@@ -64,7 +67,6 @@ def _stop(tree: ProcessTree, marker: Path, stop: Callable[[], None]) -> tuple[in
     """Hold the run, `stop()` it; its exit code and the seconds the stop took."""
     try:
         _held(tree, marker)
-        assert tree.started("operators.rollout.server")
         start = time.monotonic()
         stop()
         code = tree.wait(timeout=120)
@@ -110,29 +112,27 @@ def _assert_cancelled_in_prefect(storage: Path) -> None:
     }
 
 
-@pytest.mark.usefixtures("prefect_api")  # the resume reports to the session's server
 def test_sigterm_stops_the_run_and_its_resume_gives_the_rows_of_an_unstopped_run(
-    ray_local, tiny_task, tmp_path
+    prefect_api, ray_local, tiny_task, tmp_path
 ):
     storage = tmp_path / "runs"
-    overrides = _overrides(tiny_task, tmp_path, storage)
-    # no API URL: the run starts (and must stop) a Prefect server of its own
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "home")}
-    tree = _rldag_run(tmp_path / "run.log", *overrides, env=env)
+    overrides = _overrides(tiny_task, tmp_path, storage, servers=True)
+    tree = _rldag_run(tmp_path / "run.log", *overrides)
     code, seconds = _stop(tree, tmp_path / "held", lambda: os.kill(tree.proc.pid, signal.SIGTERM))
 
     assert code == 143, tree.tail()
     assert seconds < STOP_S
-    assert tree.started("uvicorn")  # the Prefect server it started
+    assert tree.started("operators.rollout.server")
     assert tree.left() == []
     run_dir = _assert_stopped_at_the_checkpoint(storage, tree, "SIGTERM")
+    _assert_cancelled_in_prefect(storage)
 
     resumed = _rldag_run(tmp_path / "resume.log", *overrides, "--resume", run_dir.name)
     assert resumed.wait(timeout=240) == 0, resumed.tail()
     assert resumed.left() == []
     stopped = read_run(run_dir)
-    never = run_pipeline(ROOT / "pipeline.yaml", *_overrides(tiny_task, tmp_path, tmp_path / "ref"))
+    reference = _overrides(tiny_task, tmp_path, tmp_path / "ref", servers=True)
+    never = run_pipeline(ROOT / "pipeline.yaml", *reference)
     assert [m["iteration"] for m in stopped.metrics()] == [0, 1, 2]
     assert stopped.metric("reward/mean") == never.metric("reward/mean")
     for i in range(3):
@@ -145,19 +145,25 @@ def _samples(table: pa.Table) -> list[tuple]:
     return sorted(zip(*columns, strict=True))
 
 
-def test_sigint_stops_the_run(prefect_api, ray_local, tiny_task, tmp_path):
+def test_sigint_to_the_process_group_stops_the_run_and_the_prefect_server_it_started(
+    tiny_task, tmp_path
+):
     storage = tmp_path / "runs"
-    tree = _rldag_run(tmp_path / "run.log", *_overrides(tiny_task, tmp_path, storage))
-    code, seconds = _stop(tree, tmp_path / "held", lambda: os.kill(tree.proc.pid, signal.SIGINT))
+    # no API URL: the run starts (and must stop) a Prefect server of its own
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "home")}
+    tree = _rldag_run(tmp_path / "run.log", *_overrides(tiny_task, tmp_path, storage), env=env)
+    # as Ctrl-C at a terminal: to the whole foreground process group, not only to rldag
+    code, seconds = _stop(tree, tmp_path / "held", lambda: os.killpg(tree.proc.pid, signal.SIGINT))
 
     assert code == 130, tree.tail()
     assert seconds < STOP_S
+    assert tree.started("uvicorn")  # the Prefect server it started (its group is its own)
     assert tree.left() == []
     _assert_stopped_at_the_checkpoint(storage, tree, "SIGINT")
-    _assert_cancelled_in_prefect(storage)
 
 
-def test_a_cancel_in_prefect_stops_the_run(prefect_api, ray_local, tiny_task, tmp_path):
+def test_a_cancel_in_prefect_stops_the_run(prefect_api, tiny_task, tmp_path):
     from prefect.client.orchestration import get_client
     from prefect.states import Cancelling
 
