@@ -1,13 +1,13 @@
 """`rldag run` asked to stop, by SIGTERM, by SIGINT or by a cancel in Prefect, stops at a safe
 point. The run is held in the middle of iteration 1 by a node on the environment pool (a Ray
-actor sleeping 120 s: tests/support/stop_points.py), after iteration 0's checkpoint; its
-rollout engine is, in the SIGTERM test, a rollout server (a process of its own). Each stop gives the exit code
-that says what asked (143, 130, 130), gives the held call up at once, leaves no process it
-started alive (Ray, the rollout server, the actors, and the Prefect server it started when
-no PREFECT_API_URL is set: the SIGINT test, sent to the process group as a terminal's Ctrl-C
-is), keeps what it stored at iteration 0's checkpoint with its lock released, and ends the
-flow run Cancelled on the session's Prefect server; after SIGTERM, `rldag run --resume`
-gives the rows of a run never stopped (the stop is one path whatever asked for it)."""
+actor sleeping 120 s: tests/support/stop_points.py), after iteration 0's checkpoint. Each
+stop gives the exit code that says what asked (143, 130, 130), gives the held call up at
+once, leaves no process it started alive (Ray and its actors; in the SIGTERM test a rollout
+server; in the SIGINT test, sent to the process group as a terminal's Ctrl-C is, the Prefect
+server the run started for want of a PREFECT_API_URL), keeps what it stored at iteration 0's
+checkpoint with its lock released, and ends the flow run Cancelled on the session's Prefect
+server; after SIGTERM, `rldag run --resume` gives the rows of a run never stopped (the stop
+is one path whatever asked for it)."""
 
 from __future__ import annotations
 
