@@ -5,15 +5,17 @@ stop gives the exit code that says what asked (143, 130, 130), gives the held ca
 once, leaves no process it started alive (Ray and its actors; in the SIGTERM test a rollout
 server; in the SIGINT test, sent to the process group as a terminal's Ctrl-C is, the Prefect
 server the run started for want of a PREFECT_API_URL), keeps what it stored at iteration 0's
-checkpoint with its lock released, and ends the flow run Cancelled on the session's Prefect
-server; after SIGTERM, `rldag run --resume` gives the rows of a run never stopped (the stop
-is one path whatever asked for it)."""
+checkpoint with its lock released, and ends the flow run Cancelled in Prefect; after
+SIGTERM, `rldag run --resume` gives the rows of a run never stopped (the stop is one path
+whatever asked for it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -103,7 +105,19 @@ def _flow_run(storage: Path):
 
 def _assert_cancelled_in_prefect(storage: Path) -> None:
     flow_run, subflows = _flow_run(storage)
-    assert flow_run.state.type.value == "CANCELLED", flow_run.state
+    _assert_cancelled(flow_run.state.type.value, subflows)
+
+
+def _assert_cancelled_in_its_database(home: Path) -> None:
+    """The same, read from the database of the Prefect server the run started and stopped."""
+    with contextlib.closing(sqlite3.connect(home / "prefect.db")) as db:
+        states = dict(db.execute("SELECT name, state_type FROM flow_run").fetchall())
+    (top,) = [name for name in states if not name.startswith("iteration-")]
+    _assert_cancelled(states.pop(top), states)
+
+
+def _assert_cancelled(state: str, subflows: dict[str, str]) -> None:
+    assert state == "CANCELLED"
     # iteration 2's subflow was opened ahead (flows/rl_loop.py): it ends too, none runs on
     assert subflows == {
         "iteration-0": "COMPLETED",
@@ -161,6 +175,7 @@ def test_sigint_to_the_process_group_stops_the_run_and_the_prefect_server_it_sta
     assert tree.started("uvicorn")  # the Prefect server it started (its group is its own)
     assert tree.left() == []
     _assert_stopped_at_the_checkpoint(storage, tree, "SIGINT")
+    _assert_cancelled_in_its_database(tmp_path / "home")
 
 
 def test_a_cancel_in_prefect_stops_the_run(prefect_api, tiny_task, tmp_path):
