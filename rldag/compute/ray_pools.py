@@ -28,6 +28,7 @@ from rldag.compute.in_process import InProcessPools
 from rldag.compute.log_capture import replay
 from rldag.compute.placement import Placement, WorkerGroup, plan_placement
 from rldag.compute.runner import NodeRunner, WeightsSnapshot
+from rldag.compute.weights.attest import attest_group, trainer_digest
 from rldag.compute.weights.edges import BroadcastEdges
 from rldag.compute.worker import ChunkReply, RunReply
 from rldag.config.errors import PlacementError
@@ -248,8 +249,9 @@ class RayPools:
         src = self._workers[self._group(source).name]
         version = ray.get(src[0].policy_version.remote(source))
         exported = [w.export_weights.remote(source) for w in src]
+        digest = trainer_digest(src, source)
         ray.wait(exported, num_returns=len(exported), fetch_local=False)
-        return WeightsSnapshot(version, exported[0], tuple(exported[1:]))
+        return WeightsSnapshot(version, exported[0], tuple(exported[1:]), digest)
 
     def sync_weights(
         self, source: Node, target: Node, snapshot: WeightsSnapshot | None = None
@@ -266,8 +268,12 @@ class RayPools:
         start = time.perf_counter()
         dst = self._workers[dst_group.name]
         if snapshot is None and src_group is dst_group:  # colocated: a copy in each worker
+            held = ray.get(dst[0].policy_version.remote(target))
             versions = ray.get([w.sync_local.remote(source, target) for w in dst])
-            return versions[0], time.perf_counter() - start
+            seconds = time.perf_counter() - start
+            if versions[0] > held:
+                attest_group(dst_group.name, dst, target, versions[0], trainer_digest(dst, source))
+            return versions[0], seconds
         if snapshot is None:  # the trainer's weights now (k = 0)
             src = self._workers[src_group.name]
             # One round; every trainer rank is asked: a sharded trainer's ranks build their
@@ -281,7 +287,9 @@ class RayPools:
             edge = f"{src_group.name}->{dst_group.name}"
             if self._edges.usable(edge, src, dst):  # its broadcast group forms on first use
                 self._edges.sync(edge, src, dst, source, target, versions[0])
-                return versions[0], time.perf_counter() - start
+                seconds = time.perf_counter() - start
+                attest_group(dst_group.name, dst, target, versions[0], trainer_digest(src, source))
+                return versions[0], seconds
             snapshot = self.snapshot_weights(source)
         else:
             held = ray.get(dst[0].policy_version.remote(target))
@@ -289,7 +297,9 @@ class RayPools:
             return held, 0.0
         # Rank 0's gathered copy is the one object broadcast by reference to the workers.
         ray.get([w.load_weights.remote(target, snapshot.weights, snapshot.version) for w in dst])
-        return snapshot.version, time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        attest_group(dst_group.name, dst, target, snapshot.version, snapshot.digest)
+        return snapshot.version, seconds
 
     def snapshot_to_wire(self, snapshot: WeightsSnapshot) -> dict[str, Any]:
         import ray

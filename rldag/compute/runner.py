@@ -24,6 +24,7 @@ class WeightsSnapshot:
     version: int
     weights: Any  # in-process: a dict of tensor copies; on Ray: an object reference
     pending: tuple[Any, ...] = field(default=())  # Ray: other ranks' gathers to wait for
+    digest: str = ""  # the trainer's digest of this version ("" unknown: not checked)
 
 
 class NodeRunner(Protocol):

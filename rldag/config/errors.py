@@ -55,6 +55,12 @@ class RunStopped(RunError):
         self.exit_code = exit_code
 
 
+class WeightsMismatch(RunError):
+    """A rollout worker serves other weights than the policy version it loaded: the digest of
+    what it holds differs from the trainer's digest of that version (the message names the
+    node, the worker, the version and both digests)."""
+
+
 class PlacementError(InputError):
     """The pools cannot be placed on the cluster (or the local machine) as asked."""
 

@@ -109,7 +109,8 @@ class AgentLoop(PolicyEngine):
                     while len(ready) >= size or (ready and not running):
                         chunk, ready = sorted(ready[:size]), ready[size:]
                         groups = [done.pop(i) for i in chunk]
-                        yield agent_table(prompts.take(chunk), groups, self.policy_version)
+                        table = agent_table(prompts.take(chunk), groups, self.policy_version)
+                        yield self.with_digest(table)
         finally:
             turns.close()
 
@@ -119,7 +120,7 @@ AGENT_LOOP = OperatorDef(
     kind=NodeKind.generate,
     factory=AgentLoop,
     ports=GENERATE_PORTS,
-    adds=(*GENERATE_COLUMNS, *columns("policy_version_max"), *agent_columns()),
+    adds=(*GENERATE_COLUMNS, *columns("policy_version_max", "weights_digest"), *agent_columns()),
     params=AgentParams,
     stateful=True,
     emits_chunks=True,
