@@ -6,7 +6,8 @@ This is the composition root: the one module allowed to import every layer (the 
 `rldag`, the Prefect `flows` and `tasks`, the `operators`); the layering contracts in
 pyproject.toml say so.
 
-Exit codes: 0 ok, 1 the run failed, 2 bad input (nothing ran, nothing written).
+Exit codes: 0 ok, 1 the run failed, 2 bad input (nothing ran, nothing written); a run
+stopped at a safe point (resumable): 143 by SIGTERM, 130 by SIGINT or a cancel in Prefect.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Sequence
@@ -32,6 +34,7 @@ from rldag.config.spec import LoadedPipeline, load_pipeline
 from rldag.console.plan import print_execution, print_nodes, print_placement
 from rldag.console.progress import RunProgress
 from rldag.engine import checkpoints
+from rldag.engine.stop import CANCEL_EXIT, SIGNAL_EXIT, StopRequest
 from rldag.graph.dag import Graph, build_graph
 from rldag.storage.run_lock import RunLock
 from rldag.storage.store import open_storage
@@ -78,7 +81,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Validate, start Prefect (and, from the flow, Ray and the pools' workers) and run, saying
-    what it is doing from the start."""
+    what it is doing from the start. From the start of Prefect's server on, SIGTERM and
+    SIGINT stop the run at a safe point (rldag.engine.stop) and everything it started ends."""
     with RunProgress(console) as progress:
         progress.starting(f"validating {args.pipeline}")
         return _run(args, progress)
@@ -102,19 +106,29 @@ def _run(args: argparse.Namespace, progress: RunProgress) -> int:
     # reach the Prefect API/UI. --verbose shows them here too.
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+    from prefect.exceptions import CancelledRun, TerminationSignal
+
     from flows.embedded_server import start_embedded_server, stop_embedded_server
     from flows.prepared import Prepared, keep, take
     from flows.rl_loop import rldag_run
 
     api = os.environ.get("PREFECT_API_URL")
     progress.starting(f"using the Prefect server at {api}" if api else "starting Prefect's server")
-    keep(args.pipeline, args.overrides, Prepared(loaded, graph, placement))
+    stop = StopRequest()
+    keep(args.pipeline, args.overrides, Prepared(loaded, graph, placement, stop))
     try:
-        start_embedded_server()  # unless PREFECT_API_URL names a server
-        progress.starting("starting the flow run")
-        rldag_run(args.pipeline, list(args.overrides), resume=args.resume)
+        with stop.on_signals():  # the flow takes them again from Prefect's engine
+            start_embedded_server()  # unless PREFECT_API_URL names a server
+            progress.starting("starting the flow run")
+            rldag_run(args.pipeline, list(args.overrides), resume=args.resume)
     except InputError:  # found once the run started (its lock was just taken): exit 2
         raise
+    except CancelledRun as err:  # stopped at a safe point: a signal, or a cancel in Prefect
+        err_console.print(f"[yellow]stopped:[/yellow] {err}", highlight=False, soft_wrap=True)
+        return stop.exit_code or CANCEL_EXIT
+    except TerminationSignal:  # SIGTERM while Prefect's engine held it (its start or end)
+        err_console.print("[yellow]stopped:[/yellow] SIGTERM while the flow run started or ended")
+        return SIGNAL_EXIT[signal.SIGTERM]
     except RunError as err:
         err_console.print(f"[red]run failed:[/red] {err}", highlight=False, soft_wrap=True)
         return 1
@@ -126,7 +140,8 @@ def _run(args: argparse.Namespace, progress: RunProgress) -> int:
         return 1
     finally:
         take(args.pipeline, args.overrides)  # not left behind if the flow never started
-        stop_embedded_server()
+        with stop.on_signals():  # a second signal does not leave the server behind
+            stop_embedded_server()
     return 0
 
 

@@ -13,8 +13,10 @@ your own (PREFECT_API_URL) is never touched.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +36,7 @@ EPHEMERAL_ENV = {
 }
 DRAIN_S = 30  # how long the run's queued events and logs may take to reach the server
 BATCH_MARGIN_S = 0.5  # past a log batch interval, for its request to complete
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent thread ends
 
 
 def free_port() -> int:
@@ -76,9 +79,22 @@ def _server_class() -> type:
                 **EPHEMERAL_ENV,
                 **get_current_settings().to_environment_variables(exclude_unset=True),
             }
-            return subprocess.Popen([sys.executable, "-m", "uvicorn", *args], env=env)
+            # its own process group: a Ctrl-C at the terminal (SIGINT to the foreground group)
+            # reaches `rldag run`, which stops the run and then this server, not the server
+            command = [sys.executable, "-m", "uvicorn", *args]
+            return subprocess.Popen(command, env=env, process_group=0, preexec_fn=_end_with_parent)
 
     return Server
+
+
+def _end_with_parent() -> None:
+    """In the server's process, before it runs uvicorn: on Linux, have the kernel send it
+    SIGTERM when the thread that started it (`rldag run`'s main thread) ends, so that it
+    never outlives `rldag run` however that ends (SIGKILL, Ray's core aborting the process
+    when its GCS is gone), as Ray's own processes share their driver's fate."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _point_at(api_url: str) -> None:

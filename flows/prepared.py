@@ -11,17 +11,20 @@ from dataclasses import dataclass
 
 from rldag.compute.placement import Placement
 from rldag.config.spec import LoadedPipeline
+from rldag.engine.stop import StopRequest
 from rldag.graph.dag import Graph
 
 
 @dataclass(frozen=True)
 class Prepared:
     """The validated pipeline, its graph and, with Ray, the placement checked on the cluster
-    the run expects (None without Ray)."""
+    the run expects (None without Ray); the stop request its signals set (`rldag run` owns
+    the process's SIGTERM and SIGINT; a deployment's flow run leaves them to Prefect)."""
 
     loaded: LoadedPipeline
     graph: Graph
     placement: Placement | None
+    stop: StopRequest | None = None
 
 
 _PREPARED: dict[tuple[str, tuple[str, ...]], Prepared] = {}

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -25,13 +26,16 @@ import pyarrow as pa
 from prefect import Task, flow
 from prefect.client.schemas.objects import TaskRunResult
 from prefect.context import FlowRunContext
+from prefect.exceptions import CancelledRun
 from prefect.futures import PrefectFuture
+from prefect.states import Cancelled, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 from pydantic import Field
 
 from flows.api_outage import best_effort, outage_message, unreachable, wait_for_api
 from flows.artifacts import Progress, publish_iteration, publish_reward_curve
+from flows.cancel_watch import stop_on_cancel
 from flows.embedded_server import recycle_if_grown
 from flows.pipeline_param import pipeline_file
 from flows.prepared import Prepared, take
@@ -39,13 +43,14 @@ from flows.run_logs import forward_rldag_logs
 from flows.settings import without_heartbeats
 from flows.tracking import tracking
 from rldag.compute.allocator import cap_malloc_arenas
-from rldag.config.errors import RunError
+from rldag.config.errors import RunError, RunStopped
 from rldag.config.model_paths import hub_offline_by_default
 from rldag.config.spec import load_pipeline
 from rldag.engine import checkpoints
 from rldag.engine.driver import drive
 from rldag.engine.run import EdgeHandle, Run
 from rldag.engine.scheduler import Step
+from rldag.engine.stop import StopRequest
 from rldag.graph.dag import build_graph
 from rldag.report.reward_curve import store_reward_curve
 from rldag.report.rollouts import sample_rollouts
@@ -97,9 +102,9 @@ class PrefectLauncher:
         self._lock = threading.Lock()
         workers = len(run.graph.nodes) + 1  # every node of an iteration may run at once
 
-        def iteration_flow(run_id: str, iteration: int, max_staleness: int) -> None:
+        def iteration_flow(run_id: str, iteration: int, max_staleness: int) -> State | None:
             """Run the iteration's nodes as the run's scheduler starts them."""
-            self._serve(iteration, self._inboxes[iteration])
+            return self._serve(iteration, self._inboxes[iteration])
 
         self._flow = flow(
             iteration_flow,
@@ -136,7 +141,7 @@ class PrefectLauncher:
         try:
             with without_heartbeats():
                 self._flow(self.run.run_id, iteration, self.run.max_staleness)
-        except RunError:  # the subflow is marked failed; the driver reports the cause
+        except (RunError, CancelledRun):  # the subflow is marked so; the driver says why
             pass
         except Exception as err:
             down = unreachable(err)
@@ -156,7 +161,7 @@ class PrefectLauncher:
         resume = f"rldag run --resume {self.run.run_id} continues from the last checkpoint"
         return RunError(f"{where}: {outage_message(err)}; {resume}")
 
-    def _serve(self, iteration: int, inbox: _Inbox) -> None:
+    def _serve(self, iteration: int, inbox: _Inbox) -> State | None:
         inbox.serving = True
         runner = FlowRunContext.get().task_runner
         while not isinstance(item := inbox.items.get(), _Close):
@@ -180,6 +185,9 @@ class PrefectLauncher:
                 self._task_runs[item.step] = future
             future.add_done_callback(lambda f, item=item: self._settle(f, item))
         inbox.closed = True
+        if item.metrics is None and self.run.stop.requested:  # the subflow ends Cancelled
+            why = f"the run was stopped by {self.run.stop.reason}"
+            return Cancelled(message=f"iteration {iteration} did not finish: {why}")
         if item.metrics is None:
             raise RunError(f"iteration {iteration} did not finish: the run stopped")
         what = f"the artifacts of iteration {iteration}"
@@ -245,7 +253,7 @@ def rldag_run(
     overrides: list[str] | None = None,
     iterations: Annotated[int | None, Field(ge=1)] = None,
     resume: str | None = None,
-) -> str:
+) -> str | State:
     """Run an rldag pipeline: one subflow per RL iteration, one task per pipeline node.
 
     Args:
@@ -254,7 +262,8 @@ def rldag_run(
         iterations: RL iterations to run; empty keeps the pipeline's `iterations`.
         resume: A run id under the pipeline's storage to continue from its last checkpoint.
 
-    Returns the run id; everything the run stores is under `<storage.uri>/<run id>/`.
+    Returns the run id; everything the run stores is under `<storage.uri>/<run id>/`. A run
+    stopped by a cancel (or, under `rldag run`, SIGTERM or SIGINT) ends Cancelled, resumable.
     """
     forward_rldag_logs()
     cap_malloc_arenas()  # a deployment's flow run starts here, not in the CLI
@@ -264,6 +273,20 @@ def rldag_run(
     if prepared is None:
         loaded = load_pipeline(pipeline_file(pipeline), extra)
         prepared = Prepared(loaded, build_graph(loaded), None)
-    run = Run.start(prepared.loaded, prepared.graph, run_id=resume, placement=prepared.placement)
-    with tracking(run):  # experiment trackers (trackers: [...]), fed from the run's events
-        return run_iterations(run, checkpoints.resume(run) if resume else 0)
+    stop = prepared.stop or StopRequest()
+    # `rldag run` takes SIGTERM back from Prefect's engine (which raises wherever the main
+    # thread is); a cancel in Prefect stops the run alike in every flow run.
+    signals = stop.on_signals() if prepared.stop is not None else nullcontext()
+    with signals, stop_on_cancel(FlowRunContext.get().flow_run.id, stop):
+        run = Run.start(
+            prepared.loaded,
+            prepared.graph,
+            run_id=resume,
+            placement=prepared.placement,
+            stop=stop,
+        )
+        try:
+            with tracking(run):  # experiment trackers (trackers: [...]), fed from its events
+                return run_iterations(run, checkpoints.resume(run) if resume else 0)
+        except RunStopped as err:  # a signal or a cancel: the flow run ends Cancelled
+            return Cancelled(message=str(err))

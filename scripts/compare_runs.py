@@ -4,7 +4,9 @@ in schema metadata) and ``metrics.parquet`` equal outside the columns that
 measure time. For a refactor's "behaviour unchanged" check: the same pipeline run before and
 after it on one machine.
 
-    python scripts/compare_runs.py RUN_DIR_A RUN_DIR_B
+    python scripts/compare_runs.py RUN_DIR_A RUN_DIR_B [--added COLUMN ...]
+
+``--added`` names columns that run B's code adds to its tables since A's (left out of B's).
 
 Exit 0 when they match; otherwise 1, listing every difference.
 """
@@ -46,13 +48,15 @@ def metadata(table: pa.Table) -> dict[bytes, object]:
     return found
 
 
-def compare(a: Path, b: Path) -> list[str]:
-    """The differences between runs `a` and `b` (empty when they match)."""
+def compare(a: Path, b: Path, added: tuple[str, ...] = ()) -> list[str]:
+    """The differences between runs `a` and `b` (empty when they match), `added` columns
+    left out of `b`'s tables."""
     found_a, found_b = tables(a), tables(b)
     problems = [f"only in {a}: {k}" for k in sorted(set(found_a) - set(found_b))]
     problems += [f"only in {b}: {k}" for k in sorted(set(found_b) - set(found_a))]
     for key in sorted(set(found_a) & set(found_b)):
         left, right = pq.read_table(found_a[key]), pq.read_table(found_b[key])
+        right = right.drop_columns([c for c in added if c in right.column_names])
         if not left.schema.equals(right.schema):
             problems.append(f"{key}: schema differs")
         elif differ := [
@@ -76,8 +80,10 @@ def compare(a: Path, b: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    a, b = (Path(arg) for arg in argv)
-    problems = compare(a, b)
+    a, b = (Path(arg) for arg in argv[:2])
+    rest = argv[2:]
+    added = tuple(rest[i + 1] for i, arg in enumerate(rest) if arg == "--added")
+    problems = compare(a, b, added)
     for problem in problems:
         print(problem)
     count = len(tables(a))

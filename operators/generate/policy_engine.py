@@ -19,6 +19,7 @@ import pyarrow as pa
 from omegaconf import MISSING
 
 from operators.generate.prompt_checks import model_context
+from operators.model import weights_digest as digests
 from operators.model.lora_weights import is_adapter, nbytes
 from rldag import NodeContext, RunError, SpecError, check_choice, check_positive
 
@@ -70,6 +71,7 @@ class PolicyEngine:
         self.loaded: dict[str, float] = {}  # the last weights edge's figures, until reported
         self.context = model_context(params.model_path)  # prompt + answer must fit in it
         self.engine = self.service = None
+        self.digest = ""  # of the weights it serves ("" on rollout servers: not attested)
         if params.engine == "torch":
             from operators.rollout.torch_engine import TorchEngine
 
@@ -77,6 +79,7 @@ class PolicyEngine:
                 params.model_path, device=params.device, max_batch_size=params.max_batch_size
             )
             self.tokenizer = self.engine.tokenizer
+            self.digest = digests.weights_digest(self.engine.state_dict())
         else:
             from operators.model.hf import load_tokenizer
             from operators.rollout.service import RolloutService
@@ -105,6 +108,7 @@ class PolicyEngine:
         adapter = isinstance(weights, dict) and is_adapter(weights)
         if self.engine is not None:
             self.engine.load_state_dict(weights)
+            self.digest = self._served_digest(weights, adapter)
         elif adapter and self.p.engine == "sglang":
             raise RunError("engine sglang loads full weights; with LoRA use engine torch or server")
         else:
@@ -117,6 +121,24 @@ class PolicyEngine:
                 "weights/lora": float(adapter),
                 "weights/load_s": time.perf_counter() - start,
             }
+
+    def _served_digest(self, loaded: dict, adapter: bool) -> str:
+        """The digest of the weights the engine serves now (read back from its model) over
+        what `loaded` changed: its tensors, or the layers its adapter was merged into."""
+        serving = self.engine.state_dict()
+        if adapter:
+            base = digests.base_samples(self.engine.lora_base, digests.adapted(loaded))
+            return digests.served_adapter_digest(serving, base, loaded)
+        return digests.weights_digest({n: serving[n] for n in loaded if n in serving})
+
+    def weights_digest(self) -> str:
+        """The digest of the weights it serves (rldag.graph.operator.AttestsWeights)."""
+        return self.digest
+
+    def with_digest(self, table: pa.Table) -> pa.Table:
+        """`table` with the `weights_digest` column: what generated its rows."""
+        digest = pa.array([self.digest] * table.num_rows, pa.string())
+        return table.append_column("weights_digest", digest)
 
     def close(self) -> None:
         if self.service is not None:

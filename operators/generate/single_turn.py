@@ -137,7 +137,9 @@ class TorchGenerate(PolicyEngine):
         self.loaded = {}
 
     def _report(self, table: pa.Table, ctx: NodeContext) -> pa.Table:
-        """A chunk carrying the figures of the weights loaded for this iteration."""
+        """A chunk with the digest of the weights that generated it, carrying the figures of
+        the weights loaded for this iteration."""
+        table = self.with_digest(table)
         return with_reported_metrics(table, ctx.node, self.loaded) if self.loaded else table
 
     def _chunk(
@@ -185,7 +187,7 @@ TORCH_ENGINE = OperatorDef(
     kind=NodeKind.generate,
     factory=TorchGenerate,
     ports=GENERATE_PORTS,
-    adds=GENERATE_COLUMNS,
+    adds=(*GENERATE_COLUMNS, *columns("weights_digest")),
     params=GenerateParams,
     stateful=True,
     emits_chunks=True,

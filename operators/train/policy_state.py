@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from operators.model.lora_weights import is_adapter, payload, to_peft_names
+from operators.model import weights_digest as digests
+from operators.model.lora_weights import base_weights, is_adapter, payload, to_peft_names
 from operators.train import checkpoint
 from operators.train import distributed as dist_utils
 from operators.train import lora as lora_utils
@@ -33,6 +34,19 @@ class PolicyState:
             adapters = lora_utils.adapter_state(self.model, self.distributed)
             return payload(adapters, self.lora.scaling)
         return dist_utils.full_state_dict(self.model, self.distributed)
+
+    def weights_digest(self) -> str:
+        """The digest of the policy it publishes now (operators/model/weights_digest.py): of
+        the full weights, or with LoRA of the adapted layers merged. Every rank calls it on a
+        sharded trainer, as export_weights."""
+        weights = self.export_weights()
+        if self.lora is None:
+            return digests.weights_digest(weights)
+        base = getattr(self, "_digest_base", None)
+        if base is None:  # the base weights never change: sampled once
+            state = base_weights(dist_utils.full_state_dict(self.model, self.distributed))
+            base = self._digest_base = digests.base_samples(state, digests.adapted(weights))
+        return digests.adapter_digest(base, weights)
 
     def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
         if self.lora is not None and is_adapter(weights):

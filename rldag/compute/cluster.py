@@ -5,6 +5,10 @@ placement plans on); the cluster and placement a run would use, which `rldag pla
 from __future__ import annotations
 
 import logging
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from rldag.compute.placement import Cluster, ClusterNode, Placement, local_cluster, plan_placement
 from rldag.config.spec import LoadedPipeline, RaySpec
@@ -18,11 +22,31 @@ EMBEDDED_RAY_CONFIG = {"task_events_report_interval_ms": 0}
 def connect(ray_spec: RaySpec) -> None:
     """Join `ray.address`, or start an embedded local Ray when none is given (always a new
     one: Ray would otherwise join a cluster that `ray start` left on this machine; without
-    task events, EMBEDDED_RAY_CONFIG)."""
+    task events, EMBEDDED_RAY_CONFIG). The process keeps its SIGTERM handler: `ray.init`
+    would put its own in (`sys.exit` from whatever the main thread was doing), and a run
+    that is asked to stop stops at a safe point instead (rldag.engine.stop)."""
     import ray
 
     if ray.is_initialized():
         return
+    with _keeping_sigterm_handler():
+        _init(ray_spec)
+
+
+@contextmanager
+def _keeping_sigterm_handler() -> Iterator[None]:
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _init(ray_spec: RaySpec) -> None:
+    import ray
+
     if ray_spec.address:
         ray.init(address=ray_spec.address, logging_level=logging.WARNING)
     else:

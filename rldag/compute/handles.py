@@ -39,6 +39,7 @@ class WorkerHandle(Protocol):
     join_weight_group: Remote[[str, str, int, int, int, str, float], None]
     send_weights: Remote[[Node, str, int], None]
     receive_weights: Remote[[Node, str, int], float]
+    weights_digest: Remote[[Node], str]
     save_checkpoint: Remote[[Node, str], None]
     load_checkpoint: Remote[[Node, str], None]
     export_hf: Remote[[Node, str], None]

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from rldag.graph.dag import Node
 from rldag.graph.operator import (
+    AttestsWeights,
     Checkpointable,
     Closable,
     NodeContext,
@@ -89,6 +90,11 @@ class OperatorHost:
 
     def load_weights(self, node: Node, weights: dict[str, Any], version: int) -> None:
         self.policy(node).load_weights(weights, version)
+
+    def weights_digest(self, node: Node) -> str:
+        """The digest of the weights the node's operator holds ("" when it cannot tell)."""
+        instance = self.instance(node)
+        return instance.weights_digest() if isinstance(instance, AttestsWeights) else ""
 
     def pull_weights(self, source: Node, target: Node) -> tuple[int, bool]:
         """Copy `source`'s policy into `target` when it is newer (a weights edge inside this

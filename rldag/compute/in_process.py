@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from rldag.compute.host import OperatorHost, copy_weights
 from rldag.compute.runner import WeightsSnapshot
+from rldag.compute.weights.attest import check_loaded
 from rldag.compute.weights.wire import from_wire, to_wire
 from rldag.graph.dag import Node
 from rldag.graph.operator import NodeContext
@@ -38,23 +39,31 @@ class InProcessPools:
 
     def snapshot_weights(self, source: Node) -> WeightsSnapshot:
         version = self.host.policy_version(source)
-        return WeightsSnapshot(version, copy_weights(self.host.export_weights(source)))
+        weights = copy_weights(self.host.export_weights(source))
+        return WeightsSnapshot(version, weights, digest=self.host.weights_digest(source))
 
     def sync_weights(
         self, source: Node, target: Node, snapshot: WeightsSnapshot | None = None
     ) -> tuple[int, float]:
         """Bring `target` to `snapshot`'s version (or to `source`'s current policy) when it
-        is newer; returns the version `target` holds and the seconds the copy took."""
+        is newer and check that it serves it (rldag.compute.weights.attest); returns the
+        version `target` holds and the seconds the copy took."""
         held = self.host.policy_version(target)  # builds the target first, as before
         start = time.perf_counter()
         if snapshot is None:
+            newer = self.host.policy_version(source) > held
+            expected = self.host.weights_digest(source) if newer else ""
             version, copied = self.host.pull_weights(source, target)
         elif snapshot.version > held:
             self.host.load_weights(target, snapshot.weights, snapshot.version)
-            version, copied = snapshot.version, True
+            version, copied, expected = snapshot.version, True, snapshot.digest
         else:
             version, copied = held, False
-        return version, time.perf_counter() - start if copied else 0.0
+        if not copied:
+            return version, 0.0
+        seconds = time.perf_counter() - start
+        check_loaded(target, version, expected, {"driver": self.host.weights_digest(target)})
+        return version, seconds
 
     def snapshot_to_wire(self, snapshot: WeightsSnapshot) -> dict[str, Any]:
         """A frozen version in wire form (rldag.compute.weights.wire), to save with a checkpoint."""
@@ -71,6 +80,9 @@ class InProcessPools:
 
     def export_hf(self, node: Node, path: str) -> None:
         self.host.export_hf(node, path)
+
+    def abandon(self) -> None:
+        return None  # a call in this process runs to its end
 
     def close(self) -> None:
         self.host.close()

@@ -28,6 +28,7 @@ from rldag.compute.in_process import InProcessPools
 from rldag.compute.log_capture import replay
 from rldag.compute.placement import Placement, WorkerGroup, plan_placement
 from rldag.compute.runner import NodeRunner, WeightsSnapshot
+from rldag.compute.weights.attest import attest_group, trainer_digest
 from rldag.compute.weights.edges import BroadcastEdges
 from rldag.compute.worker import ChunkReply, RunReply
 from rldag.config.errors import PlacementError
@@ -58,6 +59,7 @@ class RayPools:
 
         self.placement = placement
         self.restarts_left = (faults or FaultsSpec()).max_restarts
+        self._abandoned = False  # a stopping run gave up its calls: no worker is replaced
         self._stateful: set[str] = set()  # groups hosting a stateful operator (build_all)
         self.operator_seconds: dict[str, float] = {}  # last call, slowest worker (for bench/)
         self._driver = InProcessPools()
@@ -196,6 +198,8 @@ class RayPools:
     def _replace(self, node: Node, group: WorkerGroup, rank: int, err: Exception) -> None:
         """Start a new worker for a dead one of a stateless group, or raise WorkerLost."""
         where = f"the process of pool worker {group.name}[{rank}] died ({type(err).__name__})"
+        if self._abandoned:
+            raise WorkerLost(f"{where}: the run is stopping and gave up its work") from None
         if group.name in self._stateful:
             raise WorkerLost(
                 f"{where}; it held the state of a stateful operator, so the run stops: "
@@ -245,8 +249,9 @@ class RayPools:
         src = self._workers[self._group(source).name]
         version = ray.get(src[0].policy_version.remote(source))
         exported = [w.export_weights.remote(source) for w in src]
+        digest = trainer_digest(src, source)
         ray.wait(exported, num_returns=len(exported), fetch_local=False)
-        return WeightsSnapshot(version, exported[0], tuple(exported[1:]))
+        return WeightsSnapshot(version, exported[0], tuple(exported[1:]), digest)
 
     def sync_weights(
         self, source: Node, target: Node, snapshot: WeightsSnapshot | None = None
@@ -263,8 +268,12 @@ class RayPools:
         start = time.perf_counter()
         dst = self._workers[dst_group.name]
         if snapshot is None and src_group is dst_group:  # colocated: a copy in each worker
+            held = ray.get(dst[0].policy_version.remote(target))
             versions = ray.get([w.sync_local.remote(source, target) for w in dst])
-            return versions[0], time.perf_counter() - start
+            seconds = time.perf_counter() - start
+            if versions[0] > held:
+                attest_group(dst_group.name, dst, target, versions[0], trainer_digest(dst, source))
+            return versions[0], seconds
         if snapshot is None:  # the trainer's weights now (k = 0)
             src = self._workers[src_group.name]
             # One round; every trainer rank is asked: a sharded trainer's ranks build their
@@ -278,7 +287,9 @@ class RayPools:
             edge = f"{src_group.name}->{dst_group.name}"
             if self._edges.usable(edge, src, dst):  # its broadcast group forms on first use
                 self._edges.sync(edge, src, dst, source, target, versions[0])
-                return versions[0], time.perf_counter() - start
+                seconds = time.perf_counter() - start
+                attest_group(dst_group.name, dst, target, versions[0], trainer_digest(src, source))
+                return versions[0], seconds
             snapshot = self.snapshot_weights(source)
         else:
             held = ray.get(dst[0].policy_version.remote(target))
@@ -286,7 +297,9 @@ class RayPools:
             return held, 0.0
         # Rank 0's gathered copy is the one object broadcast by reference to the workers.
         ray.get([w.load_weights.remote(target, snapshot.weights, snapshot.version) for w in dst])
-        return snapshot.version, time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        attest_group(dst_group.name, dst, target, snapshot.version, snapshot.digest)
+        return snapshot.version, seconds
 
     def snapshot_to_wire(self, snapshot: WeightsSnapshot) -> dict[str, Any]:
         import ray
@@ -322,6 +335,19 @@ class RayPools:
             return self._driver.export_hf(node, path)
         self._on_every_rank(node, lambda w: w.export_hf.remote(node, path))
 
+    def abandon(self) -> None:
+        """Kill every pool worker now, busy or not (a call queued behind a busy one would
+        wait for it); their calls in flight fail and none is replaced. The processes they
+        started go with them (rollout servers watch their parent's pid, sandboxes their
+        control pipe)."""
+        import ray
+
+        self._abandoned = True
+        for workers in self._workers.values():
+            for w in workers:
+                ray.kill(w, no_restart=True)
+        self._workers.clear()
+
     def close(self) -> None:
         import ray
         from ray.util.placement_group import remove_placement_group
@@ -337,6 +363,7 @@ class RayPools:
         for pg in self._pgs.values():
             remove_placement_group(pg)
         self._workers.clear()
+        self._pgs.clear()
 
 
 def start_pools(

@@ -24,6 +24,7 @@ class WeightsSnapshot:
     version: int
     weights: Any  # in-process: a dict of tensor copies; on Ray: an object reference
     pending: tuple[Any, ...] = field(default=())  # Ray: other ranks' gathers to wait for
+    digest: str = ""  # the trainer's digest of this version ("" unknown: not checked)
 
 
 class NodeRunner(Protocol):
@@ -50,5 +51,9 @@ class NodeRunner(Protocol):
     def load_checkpoint(self, node: Node, path: str) -> None: ...
 
     def export_hf(self, node: Node, path: str) -> None: ...
+
+    def abandon(self) -> None:
+        """Give up what the pools are running now (a stopping run): its calls fail soon and
+        nothing is restarted. Work in the driver process cannot be interrupted and ends."""
 
     def close(self) -> None: ...

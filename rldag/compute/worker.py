@@ -138,6 +138,11 @@ class PoolWorker:
         self.host.load_weights(node, from_wire(weights), version)
         return time.perf_counter() - start
 
+    def weights_digest(self, node: Node) -> str:
+        """The digest of the weights the node's operator holds (a trainer's: every rank
+        calls it, as export_weights)."""
+        return self.host.weights_digest(node)
+
     def sync_local(self, source: Node, target: Node) -> int:
         """Colocated weights edge: copy in this process when the source is newer."""
         return self.host.pull_weights(source, target)[0]

@@ -45,6 +45,22 @@ class RunError(RldagError):
     """A run failed while executing a node: the CLI exits 1."""
 
 
+class RunStopped(RunError):
+    """The run stopped at a safe point because it was asked to (SIGTERM, SIGINT, a cancel in
+    Prefect): what it stored is whole and `rldag run --resume RUN_ID` continues it.
+    `exit_code` is the CLI's (rldag.engine.stop)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class WeightsMismatch(RunError):
+    """A rollout worker serves other weights than the policy version it loaded: the digest of
+    what it holds differs from the trainer's digest of that version (the message names the
+    node, the worker, the version and both digests)."""
+
+
 class PlacementError(InputError):
     """The pools cannot be placed on the cluster (or the local machine) as asked."""
 

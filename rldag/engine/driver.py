@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from functools import partial
@@ -18,6 +18,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
+from rldag.config.errors import RunStopped
 from rldag.engine import checkpoints
 from rldag.engine.events import IterationFinished, RunEnded, RunStarted, emit
 from rldag.engine.run import EdgeHandle, Run
@@ -26,6 +27,7 @@ from rldag.engine.streams import StreamFailed
 
 log = logging.getLogger("rldag.driver")
 SETTLE_S = 120  # after a failure, how long running steps may take to finish before closing
+STOP_POLL_S = 0.25  # how often the loop looks for a stop request (rldag.engine.stop) meanwhile
 
 
 class Launcher(Protocol):
@@ -104,7 +106,7 @@ def drive(
     failed = True
     try:
         while not scheduler.done:
-            while steps := scheduler.ready():  # a started producer readies its readers
+            while not run.stop.requested and (steps := scheduler.ready()):
                 for step in steps:
                     scheduler.start(step)
                     started.setdefault(step.iteration, time.perf_counter())
@@ -113,7 +115,9 @@ def drive(
                     ports = node.inputs.items()
                     inputs = {p: handles[Step(step.iteration, up)] for p, up in ports}
                     pending[launcher.launch(step, inputs)] = step
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            if run.stop.requested and not _finishing(run, scheduler, pending.values()):
+                break
+            done, _ = wait(pending, timeout=STOP_POLL_S, return_when=FIRST_COMPLETED)
             if any(f.exception() is not None for f in done):
                 run.stop_streams()  # no reader waits for a producer that did not start
                 _raise_root_cause(pending)
@@ -129,12 +133,16 @@ def drive(
                 for name in run.graph.order:
                     handles.pop(Step(closing, name), None)
                 closing += 1
+        if not scheduler.done:
+            raise _stopped(run, closing)
         if spec.checkpoint.export_hf:
             checkpoints.export_policy(run)
         failed = False
     finally:
         if failed:
             run.stop_streams()
+        if failed and run.stop.requested:
+            run.runner.abandon()  # what still runs on the pools (its iteration runs again)
         wait(pending, timeout=SETTLE_S)
         with ExitStack() as closing_steps:  # each runs even when one before it raises
             closing_steps.callback(emit, RunEnded(run.run_id, run.uri, failed))
@@ -155,6 +163,26 @@ def _closing(run: Run, failed: bool, what: str, step: Callable[[], object]) -> N
         if not failed:
             raise
         log.warning("%s run %s failed too: %s", what, run.run_id, err)
+
+
+def _finishing(run: Run, scheduler: Scheduler, running: Iterable[Step]) -> bool:
+    """Whether a stopping run waits on: a running step's iteration can still finish (no step
+    of it waits to start) and the grace period has not passed."""
+    grace_s = run.loaded.spec.faults.stop_grace_s
+    return run.stop.finishing(grace_s) and any(scheduler.all_started(s.iteration) for s in running)
+
+
+def _stopped(run: Run, next_iteration: int) -> RunStopped:
+    """The error of a run that stopped on request before `next_iteration`."""
+    saved = checkpoints.latest(run.storage, run.run_id)
+    where = f"after iteration {next_iteration - 1}" if next_iteration else "before iteration 0"
+    resume = (
+        f"rldag run --resume {run.run_id} continues from its checkpoint of iteration {saved}"
+        if saved is not None
+        else "it has no checkpoint to resume from"
+    )
+    stop = run.stop
+    return RunStopped(f"stopped by {stop.reason} {where}; {resume}", stop.exit_code)
 
 
 def _raise_root_cause(pending: Mapping[Future[EdgeHandle], Step]) -> None:

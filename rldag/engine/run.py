@@ -25,6 +25,7 @@ from rldag.engine import checkpoints
 from rldag.engine.events import NodeFinished, NodeStarted, Starting, emit
 from rldag.engine.metrics import iteration_metrics
 from rldag.engine.scheduler import Step, emits_chunks, weights_version
+from rldag.engine.stop import StopRequest
 from rldag.engine.streams import EdgeStream
 from rldag.graph.dag import Graph, Node
 from rldag.graph.operator import NodeContext
@@ -76,6 +77,7 @@ class Run:
     )
     _pending: dict[int, list[tuple[str, Future]]] = field(default_factory=dict)
     lock: RunLock | None = None  # this process's hold on the run directory (rldag.storage.run_lock)
+    stop: StopRequest = field(default_factory=StopRequest)  # set by a signal or a cancel
 
     @classmethod
     def start(
@@ -85,10 +87,12 @@ class Run:
         runner: NodeRunner | None = None,
         run_id: str | None = None,
         placement: Placement | None = None,
+        stop: StopRequest | None = None,
     ) -> Run:
         """Create the run directory with the resolved pipeline; with `run_id`, reopen that
         stored run (to resume it). Without a `runner`, start the pools (on `placement` when
-        one was planned already: rldag.compute.ray_pools.start_pools)."""
+        one was planned already: rldag.compute.ray_pools.start_pools). `stop`: the request a
+        signal handler or a cancel watcher sets (the driver honours it)."""
         storage = open_storage(loaded.spec.storage)
         lease_s = loaded.spec.storage.lock_lease_s
         if run_id is None:
@@ -107,6 +111,7 @@ class Run:
                     loaded.spec, graph, loaded.source, placement, starting=_starting
                 )
             run = cls(loaded, graph, storage, lock.run_id, runner, lock=lock)
+            run.stop = stop or run.stop
             storage.write_text(f"{run.run_id}/pipeline.yaml", loaded.resolved_yaml)
         except BaseException:
             lock.release()

@@ -71,6 +71,11 @@ class Scheduler:
             return True
         return all(self.state[Step(iteration, n)] == StepState.finished for n in self.graph.order)
 
+    def all_started(self, iteration: int) -> bool:
+        """True when no step of `iteration` is still waiting (it can finish without another
+        launch: what a stopping run lets finish)."""
+        return all(self.state[Step(iteration, n)] != StepState.waiting for n in self.graph.order)
+
     @property
     def done(self) -> bool:
         return all(s == StepState.finished for s in self.state.values())

@@ -83,6 +83,14 @@ class PolicyHolder(Protocol):
 
 
 @runtime_checkable
+class AttestsWeights(Protocol):
+    """A policy holder that can say which weights it holds: a digest of the policy it
+    publishes (a trainer) or serves (a rollout engine); "" when it cannot tell."""
+
+    def weights_digest(self) -> str: ...
+
+
+@runtime_checkable
 class Checkpointable(Protocol):
     """A stateful operator whose state a run checkpoint saves (trainers)."""
 

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 
+import psutil
 import pytest
 from prefect.settings import (
     PREFECT_API_URL,
@@ -100,3 +101,31 @@ def test_rldag_run_on_the_embedded_server_records_in_prefect_home_and_recycles_i
         assert [state for run, state in task_runs if run == id_] == ["COMPLETED"] * 4
     restarts = [m for m in logs if m.startswith("restarted the Prefect server rldag started")]
     assert len(restarts) == iterations - 1, restarts
+
+
+START_AND_WAIT = """
+import sys, time
+from flows import embedded_server
+embedded_server.start_embedded_server()
+print(embedded_server._server.server_process.pid, flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.slow
+def test_the_embedded_server_ends_with_the_process_that_started_it(tmp_path):
+    """A SIGKILLed `rldag run` cannot stop its server: the kernel ends it (never left behind)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env |= {"PREFECT_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    starter = subprocess.Popen(
+        [sys.executable, "-c", START_AND_WAIT], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        server = psutil.Process(int(starter.stdout.readline()))
+        assert server.is_running()
+        starter.kill()
+        server.wait(timeout=30)  # psutil.TimeoutExpired if it lives on
+        assert not server.is_running()
+    finally:
+        starter.kill()
+        starter.wait()

@@ -98,7 +98,9 @@ class AgentLoop(PolicyEngine):
                 }
                 size = ctx.chunk_groups or len(rows)
                 for chunk, groups in finished_groups(running, n, size):
-                    yield agent_table(prompts.take(chunk), groups, self.policy_version)
+                    yield self.with_digest(
+                        agent_table(prompts.take(chunk), groups, self.policy_version)
+                    )
         finally:
             turns.close()
 
@@ -108,7 +110,7 @@ AGENT_LOOP = OperatorDef(
     kind=NodeKind.generate,
     factory=AgentLoop,
     ports=GENERATE_PORTS,
-    adds=(*GENERATE_COLUMNS, *columns("policy_version_max"), *agent_columns()),
+    adds=(*GENERATE_COLUMNS, *columns("policy_version_max", "weights_digest"), *agent_columns()),
     params=AgentParams,
     stateful=True,
     emits_chunks=True,

@@ -186,7 +186,7 @@ class AgentGateway(PolicyEngine):
             )
         if failed and self.p.on_error is OnAgentError.drop:
             table = table.filter(pc.equal(table["agent_error"], ""))
-        return table
+        return self.with_digest(table)
 
     def _failure(
         self,
@@ -227,7 +227,7 @@ AGENT_GATEWAY = OperatorDef(
     ports=GENERATE_PORTS,
     adds=(
         *GENERATE_COLUMNS,
-        *columns("policy_version_max"),
+        *columns("policy_version_max", "weights_digest"),
         *agent_columns(),
         *gateway_columns(),
     ),
