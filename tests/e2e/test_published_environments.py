@@ -1,49 +1,36 @@
-"""Environments written with other libraries' APIs, run by the guessing-game example
-(examples/agent_env.yaml) on Ray's environment pool through the real pipeline: an OpenEnv
-environment served by each environment host and played over OpenEnv's client."""
+"""Environments written with other libraries' APIs on Ray's environment pool, through the
+real pipeline: examples/agent_openenv.yaml's guessing game, written with OpenEnv's API, served
+by each environment host and played over OpenEnv's client."""
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from examples.tiny_task import build_tiny_task
+from flows.cli import main
 from tests.support.paths import ROOT
-from tests.support.runs import StoredRunView, run_pipeline
+from tests.support.runs import run_pipeline
 
-EXAMPLE = ROOT / "examples" / "agent_env.yaml"
+EXAMPLE = ROOT / "examples" / "agent_openenv.yaml"
 
 
-def guessing_run(tmp_path: Path, environment: str, env_params: dict[str, Any]) -> StoredRunView:
-    """Two iterations of the guessing example, 4 games x 4 episodes, its environment replaced
-    by `environment` built with `env_params`."""
+def test_the_example_validates():
+    assert main(["validate", str(EXAMPLE)]) == 0
+
+
+def test_an_openenv_game_is_played_on_the_environment_pool_and_trained_on(ray_local, tmp_path):
     task = build_tiny_task(ROOT / ".cache" / "tiny-guess", task="guess")
-    pipeline = yaml.safe_load(EXAMPLE.read_text())
-    agent = pipeline["nodes"]["agent"]["params"]
-    agent["environment"], agent["env_params"] = environment, env_params
-    return run_pipeline(
-        pipeline,
+    run = run_pipeline(
+        EXAMPLE,
         f"storage.uri={tmp_path}",
         f"model.path={task / 'model'}",
         f"nodes.prompts.params.path={task / 'train.parquet'}",
         "nodes.prompts.params.batch_size=4",
         "nodes.agent.params.n=4",
-        "nodes.agent.params.env_hosting=pool",
         iterations=2,
     )
-
-
-def test_an_openenv_game_is_played_on_the_environment_pool_and_trained_on(ray_local, tmp_path):
-    params = {
-        "app": "tests.support.openenv_guess:app",
-        "observation_field": "reply",
-        "reset_columns": {"secret": "ground_truth"},
-    }
-    run = guessing_run(tmp_path, "operators.generate.agent.openenv_env:OpenEnvEnvironment", params)
     for i in range(2):
         rows = run.table("agent", i).to_pylist()
         assert len(rows) == 16 and {r["policy_version"] for r in rows} == {i}

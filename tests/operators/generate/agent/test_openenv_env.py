@@ -1,5 +1,5 @@
 """OpenEnv environments through the text adapter (operators/generate/agent/openenv_env.py):
-episodes of a guessing game written with OpenEnv's API (tests/support/openenv_guess.py),
+episodes of a guessing game written with OpenEnv's API (examples/openenv_game/guess.py),
 served here by the adapter and played over OpenEnv's client."""
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ import pytest
 from operators.generate.agent.environment import AssistantTurn, Environment
 from operators.generate.agent.openenv_env import OpenEnvEnvironment, serve_locally
 from rldag.config.errors import SpecError
-from tests.support import openenv_guess
 
-APP = "tests.support.openenv_guess:app"
+APP = "examples.openenv_game.guess:app"
 
 
 def game(**kw) -> OpenEnvEnvironment:
@@ -42,12 +41,10 @@ def test_an_episode_is_played_on_the_server_and_ends_with_its_reward():
 
 
 def test_each_episode_has_its_own_session_on_one_server_per_process():
-    before = openenv_guess.SESSIONS["opened"]
     envs = [game() for _ in range(3)]
     for secret, env in zip("147", envs, strict=True):
         env.reset({"ground_truth": secret})
     assert [env.step(say("4")).reward for env in envs] == [0.0, 1.0, 0.0]
-    assert openenv_guess.SESSIONS["opened"] == before + 3
     assert serve_locally(APP) == serve_locally(APP)
     for env in envs:
         env.close()
@@ -62,7 +59,7 @@ def test_a_running_server_is_reached_by_its_url_and_observations_default_to_json
 
 
 def test_actions_the_parser_or_the_server_refuse_are_not_stepped():
-    parsed = game(parser="tests.support.openenv_guess:digit_or_refuse", invalid_reward=-0.5)
+    parsed = game(parser="examples.openenv_game.guess:digit_or_refuse", invalid_reward=-0.5)
     parsed.reset({"ground_truth": 3})
     bad = parsed.step(say("no idea"))
     assert bad.observation == [{"role": "user", "content": "invalid action: expected a digit"}]
@@ -85,7 +82,7 @@ def test_actions_the_parser_or_the_server_refuse_are_not_stepped():
     [
         ({}, "env_params.app", "give app"),
         ({"app": APP, "base_url": "http://127.0.0.1:1"}, "env_params.app", "give app"),
-        ({"app": "tests.support.openenv_guess:nope"}, "env_params.app", "no attribute 'nope'"),
+        ({"app": "examples.openenv_game.guess:nope"}, "env_params.app", "no attribute 'nope'"),
         ({"app": APP, "parser": "tests.support.nowhere:f"}, "env_params.parser", "cannot import"),
     ],
 )

@@ -1,9 +1,10 @@
-"""A guessing game written with OpenEnv's own API (an ``Environment`` with its ``Action`` and
-``Observation`` models, served by ``create_app``), for the OpenEnv adapter's tests.
+"""A guessing game written as any OpenEnv environment is: an ``Environment`` with its
+``Action`` and ``Observation`` models, served by ``create_app`` (examples/agent_openenv.yaml
+trains on it through ``operators.generate.agent.openenv_env:OpenEnvEnvironment``).
 
 The secret comes from ``reset(secret=...)``; each step's message is a guess (its last digit);
 a wrong one is answered ``higher`` or ``lower``, a message without a digit ``invalid``. The
-right guess ends the episode with reward 1; ``MAX_GUESSES`` wrong ones end it with 0.
+right guess ends the episode with reward 1; ``MAX_GUESSES`` guesses end it.
 """
 
 from __future__ import annotations
@@ -17,24 +18,28 @@ from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
 MAX_GUESSES = 6
-SESSIONS = {"opened": 0}  # sessions this process's server opened (one per episode)
 
 
 class GuessAction(Action):
+    """What the model said."""
+
     message: str = Field(..., description="the guess, a digit")
 
 
 class GuessObservation(Observation):
+    """The game's reply and the guesses so far (the server adds ``reward`` and ``done``)."""
+
     reply: str = Field(default="", description="higher, lower, invalid; empty at the start")
     guesses: int = Field(default=0)
 
 
 class GuessEnvironment(Environment):
+    """One game per session: the server makes one per client connection."""
+
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self) -> None:
         super().__init__()
-        SESSIONS["opened"] += 1
         self._state = State(step_count=0)
         self.secret = 0
 
@@ -69,7 +74,7 @@ app = create_app(GuessEnvironment, GuessAction, GuessObservation, max_concurrent
 
 
 def digit_or_refuse(text: str) -> dict[str, Any]:
-    """A parser for the adapter: the turn's last digit as the action, or ValueError."""
+    """An action parser (``env_params.parser``): the turn's last digit, or ValueError."""
     digits = re.findall(r"\d", text)
     if not digits:
         raise ValueError("expected a digit")
