@@ -10,8 +10,8 @@ varies is only the RL run's floats and the seed.
     .venv/bin/python bench/learning_spread.py [--scenarios default,tool] [--seeds 0-4]
         [--kernels native,avx2,default] [--json results.jsonl]
 
-Prints one line per run (first 3 and last 3 iterations' mean, their ratio, the extras),
-then per scenario the worst and best of each over every run.
+Prints one line per run (first 3 and last 3 iterations' mean, their ratio, the extras, the
+per-iteration curve), then per scenario the worst and best of each over every run.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def run_one(scenario: str, seed: int) -> dict:
         curve = SCENARIOS[scenario](Path(runs), f"seed={seed}")
     first, last = curve.first(), curve.last()
     ratio = last / first if first else math.inf
-    return {"first": first, "last": last, "ratio": ratio, **curve.extra}
+    curve_values = [round(v, 4) for v in curve.values]
+    return {"first": first, "last": last, "ratio": ratio, **curve.extra, "curve": curve_values}
 
 
 def spawn(scenario: str, kernel: str, seed: int) -> dict:

@@ -86,6 +86,14 @@ def tool(runs: Path, *overrides: str) -> Curve:
     return rewards(ROOT / "examples" / "agent_tools.yaml", runs, task, "iterations=12", *overrides)
 
 
+def gateway(runs: Path, *overrides: str) -> Curve:
+    """examples/agent_gateway.yaml (the OpenAI-SDK agent through the gateway), its first 12
+    of 30 iterations."""
+    task = build_tiny_task(CACHE / "tiny-lookup", task="lookup")
+    pipeline = ROOT / "examples" / "agent_gateway.yaml"
+    return rewards(pipeline, runs, task, "iterations=12", *overrides)
+
+
 GUESS_ITERATIONS = 20
 
 
@@ -155,6 +163,7 @@ SCENARIOS: dict[str, Callable[..., Curve]] = {
     "lora": lora,
     "ppo_gae": ppo_gae,
     "tool": tool,
+    "gateway": gateway,
     "guess": guess,
     "reward_model": reward_model,
 }

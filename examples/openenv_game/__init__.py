@@ -1,0 +1,1 @@
+"""Environments written with OpenEnv's own API, run by the `OpenEnvEnvironment` adapter."""
