@@ -34,7 +34,7 @@ class ProcessTree:
                 start_new_session=True,  # the test's cleanup may end its whole group
             )
         self.seen: dict[int, psutil.Process] = {}
-        self.commands: dict[int, str] = {}  # of each process seen, when it was seen
+        self.commands: dict[int, str] = {}  # of each process seen, when last seen alive
 
     def poll(self) -> int | None:
         """Record the descendants alive now; the exit code once it has ended."""
@@ -43,9 +43,12 @@ class ProcessTree:
         except psutil.Error:  # it has just ended
             children = []
         for child in children:
-            if child.pid not in self.seen:
-                self.seen[child.pid] = child
-                self.commands[child.pid] = _describe(child)
+            self.seen.setdefault(child.pid, child)
+            # every poll: a process seen between its fork and its exec still showed its
+            # parent's command line (the Prefect server as `flows.cli run`)
+            described = _describe(child)
+            if not described.endswith("(ended)"):
+                self.commands[child.pid] = described
         return self.proc.poll()
 
     def started(self, command: str) -> bool:
