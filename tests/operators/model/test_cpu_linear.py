@@ -60,9 +60,7 @@ def test_routing_keeps_modules_and_state_dict() -> None:
 
 
 @pytest.mark.parametrize("case", ["few rows", "float64", "autocast"])
-def test_plain_path_where_onednn_does_not_apply(
-    case: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_plain_path_where_onednn_does_not_apply(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Below ONEDNN_MIN_ROWS, for other dtypes and under autocast the layer is ``F.linear``:
     bit-identical outputs, and oneDNN's kernel is never called."""
     called = []
