@@ -57,7 +57,7 @@ def chaos_k(
     assert reference.completed, f"the uninterrupted run failed: see {reference.storage}/chaos.log"
     rng, runs = random.Random(f"{seed}-{k}"), []
     violations: dict[str, list[str]] = {name: [] for name in INVARIANTS}
-    while sum(len(run.kills) for run in runs) < kills:
+    while sum(run.resumes for run in runs) < kills:  # kills that were resumed
         storage = root / f"chaos-k{k}-{len(runs)}"
         print(f"k={k}: chaos run {len(runs)}", flush=True)
         run = chaos_run(
@@ -78,7 +78,7 @@ def chaos_k(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kills", type=int, default=20, help="kills per k, at least")
+    parser.add_argument("--kills", type=int, default=20, help="resumed kills per k, at least")
     parser.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--per-run", type=int, default=5, help="kills armed per chaos run")
     parser.add_argument("--seed", type=int, default=0)
@@ -99,16 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         launches = [launch for run in runs for launch in run.launches]
         kills = [launch for launch in launches if launch.killed]
         points = Counter(launch.killed_at.split(":")[0] for launch in kills)
-        resumes = sum(launch.resumed_from is not None for launch in launches)
-        lost = sum(
-            run.launches[i].resumed_from is None
-            for run in runs
-            for i in range(1, len(run.launches))
-        )
+        resumes = sum(run.resumes for run in runs)
         print(
             f"k={k}: {len(runs)} runs, {len(kills)} kills "
-            f"({', '.join(f'{p} {n}' for p, n in sorted(points.items()))}), {resumes} resumes, "
-            f"{lost} new runs after a kill before the first checkpoint, "
+            f"({', '.join(f'{p} {n}' for p, n in sorted(points.items()))}), {resumes} resumed, "
+            f"{len(kills) - resumes} before the first checkpoint (a new run), "
             f"{sum(launch.seconds for launch in launches):.0f} s of launches"
         )
         for name, found in violations.items():

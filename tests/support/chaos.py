@@ -193,6 +193,12 @@ class ChaosRun:
         return [launch for launch in self.launches if launch.killed]
 
     @property
+    def resumes(self) -> int:
+        """Kills the run was resumed after (a kill before its first checkpoint starts a new
+        run instead); every launch but the first follows a kill."""
+        return sum(launch.resumed_from is not None for launch in self.launches[1:])
+
+    @property
     def completed(self) -> bool:
         return bool(self.launches) and self.launches[-1].returncode == 0
 
