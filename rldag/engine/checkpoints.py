@@ -17,6 +17,7 @@ from rldag.compute.weights.wire import load_wire, save_wire
 from rldag.config.errors import InputError
 from rldag.config.spec import PipelineSpec
 from rldag.graph.dag import Graph, Node
+from rldag.storage.kill_points import kill_point
 from rldag.storage.store import Storage
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ def save_node(run: Run, iteration: int, node: Node) -> None:
     same rows."""
     with run.storage.local_dir(_node_dir(run, iteration, node.name)) as path:
         run.runner.save_checkpoint(node, path)
+    kill_point("checkpoint", f"iter={iteration}/{node.name}")
     needed = {v for v in run.snapshots if 0 < v <= iteration}
     if not needed:
         return

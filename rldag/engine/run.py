@@ -8,6 +8,7 @@ The driver (rldag.engine.driver; its launchers: inline, or Prefect in flows.rl_l
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -30,8 +31,11 @@ from rldag.engine.streams import EdgeStream
 from rldag.graph.dag import Graph, Node
 from rldag.graph.operator import NodeContext
 from rldag.graph.schema import check_table
+from rldag.storage.kill_points import kill_point
 from rldag.storage.run_lock import RunLock, claim_new_run
 from rldag.storage.store import Storage, new_run_id, open_storage
+
+log = logging.getLogger("rldag.run")
 
 
 def _starting(what: str) -> None:
@@ -102,6 +106,8 @@ class Run:
         else:
             lock = RunLock(storage, run_id, lease_s)
             lock.acquire()  # refused while another process runs it
+            if left := storage.remove_temporaries(run_id):  # a killed process's half-writes
+                log.info("run %s: removed %d temporary files: %s", run_id, len(left), left)
         emit(Starting("claimed the run directory", lock.run_id, storage.uri(lock.run_id)))
         try:
             if runner is None:
@@ -201,9 +207,11 @@ class Run:
             for chunk in inputs[primary]:
                 table = self.runner.run(node, {**whole, primary: chunk}, ctx)
                 out.append(self._checked(node, table))
+                kill_point("stream_chunk", f"{step}")
         elif node.op.emits_chunks:
             for chunk in self.runner.stream(node, whole, ctx):
                 out.append(self._checked(node, chunk))
+                kill_point("stream_chunk", f"{step}")
         else:
             out.append(self._checked(node, self.runner.run(node, whole, ctx)))
 
@@ -227,6 +235,7 @@ class Run:
                 if version > 0:
                     raise RuntimeError(f"policy version {version} was not kept for it")
                 return  # the rollout engine starts on the initial policy, version 0
+        kill_point("weight_sync", f"{step}")
         _, sync_s = self.runner.sync_weights(source, node, snapshot)
         with self._lock:
             self._sync_s[step.iteration] = self._sync_s.get(step.iteration, 0.0) + sync_s

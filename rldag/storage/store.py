@@ -27,6 +27,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from rldag.config.errors import InputError
 from rldag.config.spec import StorageSpec
+from rldag.storage.kill_points import kill_point
 from rldag.storage.parquet_io import footer_rows, table_from_bytes
 
 
@@ -44,6 +45,7 @@ class TableHandle:
 # s3fs's own 5 retries): fail within seconds instead; the run stops resumably. storage.options
 # config_kwargs replaces it.
 S3_CONFIG = {"connect_timeout": 10, "retries": {"max_attempts": 3, "mode": "standard"}}
+TMP_PREFIX = ".tmp-"  # a file being written, renamed into place when whole
 RUN_ID_RANDOM_BYTES = 6  # 48 random bits: 10,000 ids in one second collide with p < 2e-7
 
 
@@ -116,13 +118,15 @@ class Storage:
             with self._naming(rel):
                 self.fs.pipe_file(path, data)  # a PUT (or multipart upload) appears whole
             return
-        tmp = f"{parent}/.tmp-{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
+        tmp = f"{parent}/{TMP_PREFIX}{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
         try:
             self.fs.makedirs(parent, exist_ok=True)
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+            if rel.endswith(".parquet"):
+                kill_point("parquet", rel)
             os.replace(tmp, path)
         except OSError as err:  # a full disk, a read-only mount: say which file
             raise OSError(err.errno, f"cannot write {self.uri(rel)}: {err.strerror}") from err
@@ -144,7 +148,7 @@ class Storage:
             return True
         parent = path.rsplit("/", 1)[0]
         self.fs.makedirs(parent, exist_ok=True)
-        tmp = f"{parent}/.tmp-{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
+        tmp = f"{parent}/{TMP_PREFIX}{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
@@ -157,6 +161,19 @@ class Storage:
             if os.path.exists(tmp):
                 os.unlink(tmp)
         return True
+
+    def remove_temporaries(self, rel: str) -> list[str]:
+        """Delete the temporary files a killed writer left under the directory `rel` (a
+        SIGKILL skips the cleanup of `_write_bytes` and `create_bytes`); their names, relative
+        to `rel`. The caller must hold the run: a live writer's temporary file is no leftover.
+        An object store has none (a PUT appears whole or not at all)."""
+        base = Path(self._path(rel))
+        if not self.local or not base.is_dir():
+            return []
+        found = sorted(base.rglob(f"{TMP_PREFIX}*"))
+        for path in found:
+            path.unlink(missing_ok=True)
+        return [str(path.relative_to(base)) for path in found]
 
     def create_run_dir(self, run_id: str) -> bool:
         """Claim the directory of a new run: False when `run_id` is taken. On disk the

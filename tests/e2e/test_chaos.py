@@ -1,0 +1,48 @@
+"""Exactly-once resume as an invariant, the fast seeded subset of bench/chaos_resume.py: an
+asynchronous (k = 2) run with streaming and DAPO's dynamic sampling is SIGKILLed with its
+process group twice, mid-Parquet write and mid-stream (the bench's kill points, at fixed
+places), resumed after each with `--resume RUN_ID`, and completes with
+every prompt of the epoch consumed once, no row missing or duplicated, no torn or temporary
+file, and the rows of the run that was never killed."""
+
+from __future__ import annotations
+
+import pytest
+
+from rldag.storage.store import TMP_PREFIX
+from tests.support.chaos import Kill, Launch, Shape, chaos_run, check, write_epoch
+
+# The 21st Parquet file in its temporary name (at most 20 are written before iteration 0 is
+# checkpointed: 7 tables of iterations 0, 6 of 1 and 2, and metrics.parquet), then a chunk of
+# the resumed run's stream.
+KILLS = [Kill("parquet", 21), Kill("stream_chunk", 4)]
+
+
+@pytest.mark.usefixtures("prefect_api")  # the CLI processes report to the session's server
+def test_killed_twice_the_run_is_the_uninterrupted_one(tiny_task, tmp_path):
+    shape = Shape(k=2, iterations=4, every=1)
+    data = write_epoch(tiny_task, shape, tmp_path / "epoch.parquet")
+    reference = chaos_run(shape.overrides(tiny_task, data, tmp_path / "ref"), tmp_path / "ref", [])
+    assert reference.completed, (tmp_path / "ref" / "chaos.log").read_text()[-3000:]
+
+    storage = tmp_path / "chaos"
+    leftovers: list[list[str]] = []  # the temporary files each launch left behind
+
+    def left(launch: Launch) -> None:
+        leftovers.append(sorted(p.name for p in storage.rglob(f"{TMP_PREFIX}*")))
+
+    chaos = chaos_run(shape.overrides(tiny_task, data, storage), storage, KILLS, on_launch=left)
+    assert chaos.completed, (storage / "chaos.log").read_text()[-3000:]
+    described = [launch.describe() for launch in chaos.launches]
+    # every kill was reached, each after a checkpoint, and each launch after it resumed
+    assert [launch.killed_at.split(" ")[0] for launch in chaos.kills] == [str(k) for k in KILLS]
+    assert len(chaos.launches) == len(KILLS) + 1, described
+    assert all(launch.resumed_from is not None for launch in chaos.launches[1:]), described
+    # the killed Parquet write left its temporary file; the resume removed it
+    assert leftovers[0] and not leftovers[-1], leftovers
+    assert check(chaos.run_dir, reference.run_dir, shape) == {
+        "prompts once": [],
+        "rows once": [],
+        "no torn or temporary file": [],
+        "uninterrupted rows": [],
+    }
