@@ -28,6 +28,7 @@ from rldag import SpecError
 if TYPE_CHECKING:
     from verifiers.v1 import Task, Taskset, Trace
 
+_FINISH = ("stop", "length", "tool_calls")
 AgentFn = Callable[[Any, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -134,6 +135,7 @@ def _trace(task: Task, prompt: list[dict[str, Any]], reply: str, finish: str | N
         parent = i
     answer = vf.AssistantMessage(content=reply)
     trace.nodes.append(vf.MessageNode(parent=parent, message=answer, sampled=True))
+    finish = finish if finish in _FINISH else None  # verifiers knows these three
     trace.calls.append(vf.ModelCall(node=len(trace.nodes) - 1, finish_reason=finish))
     trace.is_completed = True
     return trace
