@@ -37,7 +37,7 @@ def model():
 def op(model):
     """One operator for the module (its engine and gateway warm), on_error set per call."""
     params = GatewayParams(model_path=model, agent="tests.support.gateway_agents:by_prompt",
-                           n=2, max_total_tokens=48, timeout_s=4)  # fmt: skip
+                           n=2, max_total_tokens=48, timeout_s=8)  # fmt: skip
     gateway = AgentGateway(params)
     run(gateway, [0])  # the first forward and the gateway's start are not timed
     yield gateway
