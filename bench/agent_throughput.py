@@ -89,6 +89,25 @@ def long_context_copy(model: str, into: Path, positions: int = 1024) -> str:
     return str(target)
 
 
+def best_wall(op: Any, episodes: int, repeats: int) -> tuple[float, pa.Table]:
+    """The fastest of `repeats` calls of an agent operator on `episodes` prompts (after one
+    warm-up call: engine, hosts or server, first forward), and the last call's table; the
+    operator is closed after."""
+    from rldag.graph.operator import NodeContext
+
+    ctx = NodeContext(node="agent", iteration=0, seed=0, run_uri="")
+    try:
+        op({"prompts": prompts(4)}, ctx)
+        wall = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            table = op({"prompts": prompts(episodes)}, ctx)
+            wall = min(wall, time.perf_counter() - start)
+    finally:
+        op.close()
+    return wall, table
+
+
 def run_agent(
     model: str,
     episodes: int,
@@ -101,7 +120,6 @@ def run_agent(
     model generated and the mean number of turns."""
     from operators.generate.agent.loop import AgentLoop
     from operators.generate.agent.params import AgentParams
-    from rldag.graph.operator import NodeContext
 
     params = AgentParams(
         model_path=model,
@@ -111,17 +129,7 @@ def run_agent(
         max_concurrency=concurrency,
         **SETTINGS[setting],
     )
-    agent = AgentLoop(params)
-    ctx = NodeContext(node="agent", iteration=0, seed=0, run_uri="")
-    try:
-        agent({"prompts": prompts(4)}, ctx)  # warm: engine, hosts, first forward
-        wall = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            table = agent({"prompts": prompts(episodes)}, ctx)
-            wall = min(wall, time.perf_counter() - start)
-    finally:
-        agent.close()
+    wall, table = best_wall(AgentLoop(params), episodes, repeats)
     generated = sum(sum(m) for m in table["response_mask"].to_pylist())
     num_turns = table["num_turns"].to_pylist()
     if setting == "short":  # the trained model always stops: every episode has every turn
@@ -146,7 +154,6 @@ def run_gateway(
     model generated and the requests made."""
     from operators.generate.gateway.node import AgentGateway
     from operators.generate.gateway.params import GatewayParams
-    from rldag.graph.operator import NodeContext
 
     os.environ["BENCH_TURNS"] = str(turns)
     params = GatewayParams(
@@ -156,17 +163,7 @@ def run_gateway(
         max_concurrency=concurrency,
         **SETTINGS["short"],
     )
-    gateway = AgentGateway(params)
-    ctx = NodeContext(node="agent", iteration=0, seed=0, run_uri="")
-    try:
-        gateway({"prompts": prompts(4)}, ctx)  # warm: engine, server, first forward
-        wall = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            table = gateway({"prompts": prompts(episodes)}, ctx)
-            wall = min(wall, time.perf_counter() - start)
-    finally:
-        gateway.close()
+    wall, table = best_wall(AgentGateway(params), episodes, repeats)
     generated = sum(sum(m) for m in table["response_mask"].to_pylist())
     return wall, generated, sum(table["requests"].to_pylist())
 

@@ -93,51 +93,39 @@ def build_app(sessions: Sessions, token: str, model: str) -> FastAPI:
         body = APIError(500, f"{type(err).__name__}: {err}", type="server_error").body()
         return JSONResponse(body, status_code=500)
 
-    async def served(session: Session, call: Any) -> Any:
+    async def served(sid: str, request: Request, chat: bool) -> dict[str, Any]:
+        """One chat or text completion of session `sid`; a refusal is recorded in it."""
+        session = sessions.get(sid)
+        p = session.setup.params
         try:
-            return await call
+            parse, sample, body = (
+                (parse_chat, session.chat, chat_body)
+                if chat
+                else (parse_completion, session.complete, completion_body)
+            )
+            req = parse(await _body(request), p.temperature, p.top_p)
+            choices = await sample(req)
+            prompt = len(session.seg.episode.prompt_ids) if session.seg else 0
+            extra = {"call_prefix": f"call_{session.requests}"} if chat else {}
+            return body(
+                model,
+                choices,
+                prompt,
+                tokenizer=session.setup.tokenizer,
+                logprobs=req.sampling.logprobs,
+                **extra,
+            )
         except APIError as err:
             session.refused(err)
             raise
 
     @app.post("/s/{sid}/v1/chat/completions")
     async def chat(sid: str, request: Request) -> dict[str, Any]:
-        session = sessions.get(sid)
-        p = session.setup.params
-
-        async def answer() -> dict[str, Any]:
-            req = parse_chat(await _body(request), p.temperature, p.top_p)
-            choices = await session.chat(req)
-            prompt = len(session.seg.episode.prompt_ids) if session.seg else 0
-            return chat_body(
-                model,
-                choices,
-                prompt,
-                tokenizer=session.setup.tokenizer,
-                logprobs=req.sampling.logprobs,
-                call_prefix=f"call_{session.requests}",
-            )
-
-        return await served(session, answer())
+        return await served(sid, request, chat=True)
 
     @app.post("/s/{sid}/v1/completions")
     async def complete(sid: str, request: Request) -> dict[str, Any]:
-        session = sessions.get(sid)
-        p = session.setup.params
-
-        async def answer() -> dict[str, Any]:
-            req = parse_completion(await _body(request), p.temperature, p.top_p)
-            choices = await session.complete(req)
-            prompt = len(session.seg.episode.prompt_ids) if session.seg else 0
-            return completion_body(
-                model,
-                choices,
-                prompt,
-                tokenizer=session.setup.tokenizer,
-                logprobs=req.sampling.logprobs,
-            )
-
-        return await served(session, answer())
+        return await served(sid, request, chat=False)
 
     @app.get("/s/{sid}/v1/models")
     async def models(sid: str) -> dict[str, Any]:
