@@ -51,6 +51,15 @@ class ProcessTree:
                 self.commands[child.pid] = described
         return self.proc.poll()
 
+    def scan(self) -> None:
+        """Record every living process that carries the mark, descendant or not (one that
+        was reparented, or started between two polls and still running)."""
+        self.poll()
+        for process in psutil.process_iter():
+            if process.pid != os.getpid() and _marked(process, self):
+                self.seen.setdefault(process.pid, process)
+                self.commands[process.pid] = _describe(process)
+
     def started(self, command: str) -> bool:
         """Whether a process it started had `command` in its command line."""
         return any(command in line for line in self.commands.values())
