@@ -13,9 +13,9 @@ sequence (HF's padding after an early eos is not counted for it). HF gets ``n`` 
 * ``random``: an untrained model of the same shape, whose lengths vary (eos ~1/16 per step);
 * ``fixed-16`` / ``fixed-256``: eos ignored (HF: ``min_new_tokens``), pure decode at batch 16
   and 256: the worst case for us, since nothing finishes early;
-* ``long_cot``: the long, variable chains of thought of RL on reasoning (issue 30), until the
-  long-CoT task's model exists: an untrained Llama of ~2.7M parameters (hidden 256, 4 layers,
-  vocabulary 100, 512 positions), 32 prompts of 16-24 tokens, ``n = 8``, up to 256 new tokens.
+* ``long_cot``: long, variable chains of thought (issue 30) on an untrained Llama of ~2.7M
+  parameters (hidden 256, 4 layers, vocabulary 100, 512 positions), 32 prompts of 16-24
+  tokens, ``n = 8``, up to 256 new tokens.
   Each sequence's length is drawn beforehand from a log-normal (median 30, sigma 0.8: p99 ~190,
   clipped to 256) and forced identically on both sides: eos is suppressed (ours:
   ``ignore_eos``; HF: ``min_new_tokens``) and the sequence ends at its drawn length (ours: its
@@ -23,9 +23,7 @@ sequence (HF's padding after an early eos is not counted for it). HF gets ``n`` 
   ``StoppingCriteria`` that ends each row at its length; HF keeps ended rows in its batch, as it
   does after an eos). Both sides generate exactly the drawn tokens.
 
-``--profile`` adds, per scenario, where our decode time goes per generated token (matmuls,
-attention, KV writes, the rest of the layers, sampling, prefill and the batcher's Python
-bookkeeping), timed by wrapping those functions in one extra run.
+``--profile`` adds where our time per generated token goes, by part, per scenario.
 
 The first lines name the machine and the load average; the last lines are the headline ratios
 (``long_cot: engine vs HF: X`` and ``fixed-256: engine vs HF: X``).
@@ -263,10 +261,9 @@ class _Clock:
 def breakdown(scenario: Scenario, model_dir: Path, repeats: int) -> dict[str, dict[str, float]]:
     """Microseconds per generated token in each part of our engine (the fastest of ``repeats``
     timed runs after a warm-up), with the total, with matmuls through the default BLAS
-    (``F.linear``: the engine before oneDNN) and as the engine runs them, runs alternating; by
-    that label. ``other layer ops`` are the decode's norms,
-    RoPE, embedding and residual adds, ``bookkeeping`` the batcher's per-step work outside the
-    model and the sampler (admission, stop checks, finishing, compaction)."""
+    (``F.linear``: the engine before oneDNN) and as the engine runs them, alternating; by that
+    label. ``other layer ops``: the decode's norms, RoPE, embedding and residual adds;
+    ``bookkeeping``: the batcher's per-step work outside the model and the sampler."""
     from operators.model import cpu_linear
     from operators.rollout import batcher as batcher_module
     from operators.rollout import llama_decoder

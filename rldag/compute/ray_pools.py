@@ -32,7 +32,8 @@ from rldag.compute.weights.attest import attest_group, trainer_digest
 from rldag.compute.weights.edges import BroadcastEdges
 from rldag.compute.worker import ChunkReply, RunReply
 from rldag.config.errors import PlacementError
-from rldag.config.spec import FaultsSpec, PipelineSpec, PoolName, WeightsSpec
+from rldag.config.faults import FaultsSpec
+from rldag.config.spec import PipelineSpec, PoolName, WeightsSpec
 from rldag.graph.dag import Graph, Node
 from rldag.graph.operator import NodeContext, PoolReservation
 

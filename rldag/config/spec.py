@@ -17,6 +17,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rldag.config.errors import SpecError
+from rldag.config.faults import FaultsSpec, check_faults
 from rldag.config.model_paths import check_model_path
 from rldag.config.tracking import TrackerName, TrackingSpec, check_trackers
 
@@ -325,9 +326,7 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
     check_trackers(spec.trackers, where)
     _check_weights(spec.weights, where)
     _check_pools(spec, where)
-    for key in ("max_restarts", "prefect_outage_s", "prefect_server_max_rss_mb", "stop_grace_s"):
-        if (value := getattr(spec.faults, key)) < 0:
-            raise SpecError(f"must be >= 0, got {value}", path=f"faults.{key}", where=where)
+    check_faults(spec.faults, where)
 
 
 def _check_pools(spec: PipelineSpec, where: str) -> None:
@@ -389,16 +388,3 @@ def _check_weights(weights: WeightsSpec, where: str) -> None:
         value = getattr(weights, key)
         if value <= 0:
             raise SpecError(f"must be > 0, got {value}", path=f"weights.{key}", where=where)
-
-
-@dataclass
-class FaultsSpec:
-    """What a run does when a pool worker's process dies, the Prefect server is away or the run
-    is asked to stop (docs: Faults and recovery)."""
-
-    max_restarts: int = 3  # per run: stateless workers restarted (and their call re-run)
-    prefect_outage_s: float = 120.0  # how long a run waits for an unreachable Prefect API
-    # the Prefect server `rldag run` starts restarts after an iteration past this RSS (MB; 0: never)
-    prefect_server_max_rss_mb: float = 1024.0
-    # on SIGTERM, SIGINT or a cancel: seconds the steps of an iteration that can still finish get
-    stop_grace_s: float = 30.0

@@ -75,14 +75,7 @@ def chat_body(
             {"content": _token_logprobs(tokenizer, choice), "refusal": None} if logprobs else None
         )
         out.append(entry)
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": out,
-        "usage": _usage(prompt_tokens, choices),
-    }
+    return _response("chatcmpl", "chat.completion", model, out, _usage(prompt_tokens, choices))
 
 
 def completion_body(
@@ -107,14 +100,7 @@ def completion_body(
                 "text_offset": offsets,
             }
         out.append(entry)
-    return {
-        "id": f"cmpl-{uuid.uuid4().hex}",
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": out,
-        "usage": _usage(prompt_tokens, choices),
-    }
+    return _response("cmpl", "text_completion", model, out, _usage(prompt_tokens, choices))
 
 
 def models_body(model: str) -> dict[str, Any]:
@@ -128,4 +114,18 @@ def error_json(status: int, message: str) -> dict[str, Any]:
     code = {401: "invalid_api_key", 413: "request_too_large"}.get(status)
     return {
         "error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+    }
+
+
+def _response(
+    prefix: str, kind: str, model: str, choices: list[dict[str, Any]], usage: dict[str, Any]
+) -> dict[str, Any]:
+    """The response object around `choices`: a fresh id, its `object` kind, the time."""
+    return {
+        "id": f"{prefix}-{uuid.uuid4().hex}",
+        "object": kind,
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": usage,
     }
