@@ -104,7 +104,8 @@ def test_score_starts_on_the_first_chunk_before_generate_finishes(tiny_task, tmp
             "async.chunk_groups=2",
             "nodes.score.op=tests.support.user_code:timed_score",
             "nodes.generate.params.max_batch_size=8",  # 2 groups decode at a time: 4 waves
-            "nodes.generate.params.max_new_tokens=8",
+            "nodes.generate.params.max_new_tokens=56",
+            "nodes.generate.params.ignore_eos=true",  # each wave decodes 56 steps: a window to score in
             in_process=True,
         )
     finally:
@@ -112,6 +113,8 @@ def test_score_starts_on_the_first_chunk_before_generate_finishes(tiny_task, tmp
     assert times[("generate", "chunks")] == 4 and times[("score", "chunks")] == 4
     assert times[("score", "start")] < times[("generate", "end")]
     scored = [float(line) for line in scored_at.read_text().split()]
+    # Measured: the first row is scored 130-180 ms before generate's last wave ends (CI once
+    # saw 8-token waves finish 2 ms before the forked reward worker scored its first row).
     assert times[("generate", "start")] < min(scored) < times[("generate", "end")]
     assert len(scored) == 8 * 4
     # Streaming reorders nothing that is stored: rows in prompt order.
