@@ -9,6 +9,7 @@ a checkpoint directory and calls ``/update_weights_from_disk``). Shared by the s
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,9 @@ from operators.model.lora_weights import is_adapter, nbytes
 from rldag import NodeContext, RunError, SpecError, check_choice, check_positive
 
 if TYPE_CHECKING:  # torch is imported where generation runs, not when the pipeline loads
+    from operators.rollout.engine_loop import EngineLoop
     from operators.rollout.sampling import SamplingParams
+    from operators.rollout.weight_update import InFlight
 
 ENGINES = ("torch", "server", "sglang")
 
@@ -71,6 +74,9 @@ class PolicyEngine:
         self.loaded: dict[str, float] = {}  # the last weights edge's figures, until reported
         self.context = model_context(params.model_path)  # prompt + answer must fit in it
         self.engine = self.service = None
+        self.loop: EngineLoop | None = None  # continuous mode: a thread stepping the engine
+        self._loop_lock = threading.Lock()  # a direct weight load never meets a stepping loop
+        self._continuous = False  # a continuous stream ran (servers keep sequences on update)
         self.digest = ""  # of the weights it serves ("" on rollout servers: not attested)
         if params.engine == "torch":
             from operators.rollout.torch_engine import TorchEngine
@@ -104,15 +110,21 @@ class PolicyEngine:
         """In process: copy the tensors (merge a LoRA adapter); servers: push a checkpoint
         (or a checkpoint dir). The edge's bytes, tensors and load seconds are reported with
         the next rollout table (``weights/bytes``, ``weights/tensors``, ``weights/load_s``)."""
+        from operators.rollout.weight_update import InFlight
+
         start = time.perf_counter()
         adapter = isinstance(weights, dict) and is_adapter(weights)
         if self.engine is not None:
-            self.engine.load_state_dict(weights)
+            with self._loop_lock:
+                if self.loop is None:
+                    self.engine.load_state_dict(weights)
+                else:  # between two decode steps; running sequences go on under them
+                    self.loop.update_weights(weights, str(version), InFlight.keep).result()
             self.digest = self._served_digest(weights, adapter)
         elif adapter and self.p.engine == "sglang":
             raise RunError("engine sglang loads full weights; with LoRA use engine torch or server")
         else:
-            self.service.push(weights, version)
+            self.service.push(weights, version, self.in_flight)
         self.policy_version = version
         if isinstance(weights, dict):
             self.loaded = {
@@ -121,6 +133,25 @@ class PolicyEngine:
                 "weights/lora": float(adapter),
                 "weights/load_s": time.perf_counter() - start,
             }
+
+    @property
+    def in_flight(self) -> InFlight:
+        """What a weight update does to the servers' sequences in flight: they continue
+        (`keep`) once a continuous stream has run, else they finish first."""
+        from operators.rollout.weight_update import InFlight
+
+        return InFlight.keep if self._continuous else InFlight.finish
+
+    def engine_loop(self) -> EngineLoop:
+        """The thread that steps the in-process engine for overlapping streams (continuous
+        mode), started on first use with the version the engine holds."""
+        from operators.rollout.engine_loop import EngineLoop
+
+        with self._loop_lock:
+            self._continuous = True
+            if self.loop is None:
+                self.loop = EngineLoop(self.engine, weight_version=str(self.policy_version))
+            return self.loop
 
     def _served_digest(self, loaded: dict, adapter: bool) -> str:
         """The digest of the weights the engine serves now (read back from its model) over
@@ -141,6 +172,8 @@ class PolicyEngine:
         return table.append_column("weights_digest", digest)
 
     def close(self) -> None:
+        if self.loop is not None:
+            self.loop.close()
         if self.service is not None:
             self.service.close()
 

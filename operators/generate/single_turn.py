@@ -9,8 +9,9 @@ that generated it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from concurrent.futures import as_completed
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,17 +42,34 @@ class GenerateParams(EngineParams):
         check_positive("max_new_tokens", self.max_new_tokens)
 
 
+def token_versions(completion: Any, version: int) -> list[int]:
+    """The policy version that sampled each token of `completion`: from the version starts
+    it records when it spans weight updates (operators.rollout.weight_update), else
+    `version` for all."""
+    starts = completion.versions or ((0, version),)
+    out, n = [], len(completion.token_ids)
+    bounds = [int(s) for s, _ in starts[1:]] + [n]
+    for (start, label), end in zip(starts, bounds, strict=True):
+        out += [int(label)] * (min(end, n) - int(start))
+    return out
+
+
 def rollout_table(
     prompts: pa.Table, prompt_ids: list[list[int]], groups: list[list[Any]], versions: list[int]
 ) -> pa.Table:
     """``prompts`` with each row repeated per sample and the generate columns appended.
 
     ``versions`` holds one policy version per group; where the completions report the versions
-    that generated them (rollout servers), each row gets its oldest as ``policy_version`` and
-    its newest as ``policy_version_max``."""
+    that generated them (rollout servers, continuous mode), each token gets its own
+    (``response_versions``), the row its oldest as ``policy_version`` and its newest as
+    ``policy_version_max``."""
     counts = [len(g) for g in groups]
     done = [c for group in groups for c in group]
     row_versions = [v for v, k in zip(versions, counts, strict=True) for _ in range(k)]
+    per_token = [token_versions(c, v) for c, v in zip(done, row_versions, strict=True)]
+    spans = [
+        (min(t, default=v), max(t, default=v)) for t, v in zip(per_token, row_versions, strict=True)
+    ]
     table = prompts.take(np.repeat(np.arange(prompts.num_rows), counts))
     ids = pa.list_(pa.int32())
     new = {
@@ -63,20 +81,23 @@ def rollout_table(
         "response_ids": pa.array([c.token_ids for c in done], ids),
         "response_logprobs": pa.array([c.logprobs for c in done], pa.list_(pa.float32())),
         "finish_reason": pa.array([c.finish_reason for c in done], pa.string()),
-        "policy_version": pa.array(row_versions, pa.int64()),
+        "policy_version": pa.array([low for low, _ in spans], pa.int64()),
+        "policy_version_max": pa.array([high for _, high in spans], pa.int64()),
+        "response_versions": pa.array(per_token, ids),
     }
-    if any(c.versions for c in done):  # a response may span weight updates
-        for name, end in (("policy_version", 0), ("policy_version_max", -1)):
-            rows = zip(done, row_versions, strict=True)
-            seen = [int(c.versions[end][1]) if c.versions else v for c, v in rows]
-            new[name] = pa.array(seen, pa.int64())
     for name, values in new.items():
         table = table.append_column(name, values)
     return table
 
 
+if TYPE_CHECKING:
+    from operators.rollout.sampling import SamplingParams
+
+
 class TorchGenerate(PolicyEngine):
     """Tokenises prompts, samples on the chosen engine, and builds the rollout table."""
+
+    _busy_reported = 0.0  # the engine loop's slot-seconds already reported
 
     def _encode(self, prompts: pa.Table, ctx: NodeContext) -> list[list[int]]:
         """Token ids per prompt row; warns (naming the node) when prompts are mostly
@@ -108,6 +129,7 @@ class TorchGenerate(PolicyEngine):
         """Rollout tables of `ctx.chunk_groups` finished prompt groups at a time (0: one
         table), each in prompt order; the rows do not depend on the chunking."""
         prompts = inputs["prompts"]
+        self._continuous |= ctx.continuous  # servers keep sequences in flight on updates
         prompt_ids = self._encode(prompts, ctx)
         check_prompt_lengths(
             prompt_ids,
@@ -127,20 +149,40 @@ class TorchGenerate(PolicyEngine):
         else:
             size = ctx.chunk_groups or len(prompt_ids)
             ready: list[tuple[int, list[Any]]] = []
-            for index, completions in self.engine.generate_stream(prompt_ids, params):
+            finished = self._from_loop(prompt_ids, params) if ctx.continuous else None
+            for index, completions in finished or self.engine.generate_stream(prompt_ids, params):
                 ready.append((index, completions))
                 if len(ready) == size:
                     yield self._report(self._chunk(prompts, prompt_ids, ready), ctx)
                     ready = []
             if ready:
                 yield self._report(self._chunk(prompts, prompt_ids, ready), ctx)
-        self.loaded = {}
+
+    def _from_loop(
+        self, prompt_ids: list[list[int]], params: SamplingParams
+    ) -> Iterator[tuple[int, list[Any]]]:
+        """`(prompt index, completions)` as each group finishes on the engine loop, where
+        the prompts of overlapping iterations share the batch (the same samples as
+        `generate_stream`: each keyed by the iteration's seed and the prompt's index)."""
+        from operators.rollout.engine_loop import GenerateItem
+
+        items = [GenerateItem(p, params, params.seed, i) for i, p in enumerate(prompt_ids)]
+        futures = self.engine_loop().generate_each(items)
+        index = {future: i for i, future in enumerate(futures)}
+        for future in as_completed(futures):
+            yield index[future], future.result()[0]
 
     def _report(self, table: pa.Table, ctx: NodeContext) -> pa.Table:
-        """A chunk with the digest of the weights that generated it, carrying the figures of
-        the weights loaded for this iteration."""
+        """A chunk with the digest of the weights that generated it; the first carries the
+        figures of the weights loaded for this iteration, and each the slot-seconds the
+        engine loop stepped since the last (summed over the step's chunks)."""
         table = self.with_digest(table)
-        return with_reported_metrics(table, ctx.node, self.loaded) if self.loaded else table
+        reported, self.loaded = self.loaded, {}
+        if self.loop is not None:
+            busy = self.loop.busy_slot_s
+            reported |= {"rollout/busy_slot_s": busy - self._busy_reported}
+            self._busy_reported = busy
+        return with_reported_metrics(table, ctx.node, reported) if reported else table
 
     def _chunk(
         self, prompts: pa.Table, prompt_ids: list[list[int]], ready: list[tuple[int, list[Any]]]
@@ -187,10 +229,11 @@ TORCH_ENGINE = OperatorDef(
     kind=NodeKind.generate,
     factory=TorchGenerate,
     ports=GENERATE_PORTS,
-    adds=(*GENERATE_COLUMNS, *columns("weights_digest")),
+    adds=(*GENERATE_COLUMNS, *columns("policy_version_max", "response_versions", "weights_digest")),
     params=GenerateParams,
     stateful=True,
     emits_chunks=True,
+    continuous=True,
     check_input=check_chat_prompts,
     description="Sampling n per prompt with logprobs: in process (torch) or on rollout servers.",
 )

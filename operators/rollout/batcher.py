@@ -79,6 +79,7 @@ class ContinuousBatcher(SlotAdmission):
         self._sampling = 0  # live sequences that are not greedy
         self._siblings = 0  # live sequences of groups decoding several samples (can repeat)
         self.hi = 0  # slots [0, hi) are decoded each step
+        self.last_active = 0  # sequences the last step decoded
         self._done: list[Group] = []
         self._tickets = itertools.count()
         self.s = SlotState(self.device)
@@ -135,6 +136,7 @@ class ContinuousBatcher(SlotAdmission):
     def step(self) -> Finished:
         """Admit, decode one token per live slot, and return the groups that finished."""
         self._admit()
+        self.last_active = self.active  # sequences this step decodes (slot occupancy)
         if self.active:
             self._decode()
             if not self.waiting:

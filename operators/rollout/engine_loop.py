@@ -4,8 +4,9 @@ Callers hand it work and get futures back; the thread runs the engine's continuo
 requests that arrive while others decode join the same batch at the next step. Control messages
 (weight update, pause, continue) are handled in arrival order, between two steps. What a weight
 update does to the requests in flight is its ``InFlight`` mode: ``finish`` them under the old
-weights first (the default), ``abort`` them, or ``retract`` them: load the new weights at once
-and continue every sequence under them, its prompt and partial output re-prefilled. While the
+weights first (the default), ``abort`` them, ``retract`` them: load the new weights at once
+and continue every sequence under them, its prompt and partial output re-prefilled, or
+``keep`` them: load at once and continue on the caches as they are. While the
 loop is paused an update never waits: the pause mode decided already (``retract``: caches are
 recomputed on continue; ``in_place``: they are kept, as SGLang does). Every completion records
 the weight versions that generated its tokens (``Completion.versions``).
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +50,7 @@ class _Job:
     results: list[list[Completion] | None]
     remaining: int
     tickets: dict[int, int] = field(default_factory=dict)  # ticket -> item index
+    single: bool = False  # its future gets the one item's completions (generate_each)
 
 
 class EngineLoop:
@@ -62,6 +65,7 @@ class EngineLoop:
         self._inbox: queue.Queue[tuple[str, Any, Future]] = queue.Queue()
         self._jobs: dict[int, _Job] = {}  # ticket -> job
         self._stop = threading.Event()
+        self.busy_slot_s = 0.0  # sum over steps of (sequences decoded x step seconds)
         self._thread = threading.Thread(target=self._run, name="rollout-engine", daemon=True)
         self._thread.start()
 
@@ -76,11 +80,19 @@ class EngineLoop:
         """Future of ``(completions per item, weight version)``."""
         return self._send("generate", items)
 
+    def generate_each(self, items: list[GenerateItem]) -> list[Future]:
+        """One future per item, of ``(its completions, weight version)``, each set as its group
+        finishes: all items join the batch at the same step, as ``generate``'s do."""
+        futures = [Future() for _ in items]
+        self._inbox.put(("each", (items, futures), Future()))
+        return futures
+
     def update_weights(
-        self, path: str, version: str | None, in_flight: InFlight = InFlight.finish
+        self, source: str | dict, version: str | None, in_flight: InFlight = InFlight.finish
     ) -> Future:
-        """Future of ``(success, message, requests aborted or retracted)`` for loading ``path``."""
-        return self._send("update", (path, version, InFlight(in_flight)))
+        """Future of ``(success, message, requests held)`` for loading ``source``: a checkpoint
+        directory, or a state dict (in process)."""
+        return self._send("update", (source, version, InFlight(in_flight)))
 
     def pause(self, mode: PauseMode = PauseMode.abort) -> Future:
         """Stop stepping; ``abort`` also ends every in-flight request with finish reason abort,
@@ -125,7 +137,10 @@ class EngineLoop:
                 continue  # drain every queued message before the next step
             if busy:
                 try:
-                    self._deliver(batcher.step())
+                    start = time.perf_counter()
+                    finished = batcher.step()
+                    self.busy_slot_s += batcher.last_active * (time.perf_counter() - start)
+                    self._deliver(finished)
                 except Exception as err:  # fail the requests in flight, keep serving
                     log.exception("rollout engine step failed")
                     self._fail_all(err)
@@ -144,28 +159,27 @@ class EngineLoop:
     def _handle(self, kind: str, payload: Any, future: Future) -> None:
         batcher = self.engine.batcher
         if kind == "generate":
-            job = _Job(future, [None] * len(payload), len(payload))
-            for i, item in enumerate(payload):
-                stop_ids = self.engine.stop_ids(item.params)
-                ticket = batcher.submit(
-                    item.prompt_ids, item.params, seed=item.seed, index=item.index,
-                    stop_ids=stop_ids, cache_key=item.cache_key,
-                )  # fmt: skip
-                job.tickets[ticket] = i
-                self._jobs[ticket] = job
+            self._submit(_Job(future, [None] * len(payload), len(payload)), payload)
             if not payload:
                 future.set_result(([], self.weight_version))
+        elif kind == "each":
+            items, futures = payload
+            for item, each in zip(items, futures, strict=True):
+                self._submit(_Job(each, [None], 1, single=True), [item])
+            future.set_result(None)
         elif kind == "update":
-            path, version, in_flight = payload
-            state = load_checkpoint(path)
+            source, version, in_flight = payload
+            state = load_checkpoint(source) if isinstance(source, str) else source
             held = self._settle(in_flight)
             self.engine.load_state_dict(state)
-            self.model_path = str(Path(path))
+            if isinstance(source, str):
+                self.model_path = str(Path(source))
             batcher.new_weights(None if version is None else str(version))
             self._stale |= in_flight is InFlight.retract
             if not self.paused:
                 self._refresh()
-            future.set_result((True, f"Succeeded to update model weights from {path}.", held))
+            where = source if isinstance(source, str) else "a state dict"
+            future.set_result((True, f"Succeeded to update model weights from {where}.", held))
         elif kind == "pause":
             self.paused = True
             if payload is PauseMode.abort:
@@ -181,6 +195,16 @@ class EngineLoop:
             future.set_result(None)
         elif kind == "stop":
             future.set_result(None)
+
+    def _submit(self, job: _Job, items: list[GenerateItem]) -> None:
+        for i, item in enumerate(items):
+            stop_ids = self.engine.stop_ids(item.params)
+            ticket = self.engine.batcher.submit(
+                item.prompt_ids, item.params, seed=item.seed, index=item.index,
+                stop_ids=stop_ids, cache_key=item.cache_key,
+            )  # fmt: skip
+            job.tickets[ticket] = i
+            self._jobs[ticket] = job
 
     def _settle(self, in_flight: InFlight) -> int:
         """Before new weights load: finish or abort what is in flight (``finish`` waits for
@@ -213,4 +237,5 @@ class EngineLoop:
             job.results[job.tickets[ticket]] = completions
             job.remaining -= 1
             if job.remaining == 0 and not job.future.done():
-                job.future.set_result((job.results, self.weight_version))
+                results = job.results[0] if job.single else job.results
+                job.future.set_result((results, self.weight_version))

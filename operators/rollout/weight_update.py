@@ -1,10 +1,12 @@
 """What a weight update does to requests in flight, and the weight versions a response saw.
 
-``InFlight`` names the three behaviours of ``/update_weights_from_disk``: ``finish`` every
+``InFlight`` names the behaviours of ``/update_weights_from_disk``: ``finish`` every
 earlier request under the old weights first (the default), ``abort`` them (SGLang's
-``abort_all_requests``), or ``retract`` them (SGLang's ``/pause_generation`` mode of that name):
+``abort_all_requests``), ``retract`` them (SGLang's ``/pause_generation`` mode of that name):
 stop at a step boundary, load the new weights, and continue every interrupted sequence under
-them by re-prefilling its prompt and the tokens it already sampled.
+them by re-prefilling its prompt and the tokens it already sampled, or ``keep`` them: load at
+the next step boundary and continue every sequence on the cache it has (partial rollouts as
+PipelineRL runs them; SGLang's ``in_place`` pause mode), no token recomputed.
 
 A response that spans updates records its versions as *starts*: ``(first token index,
 version)`` pairs, oldest first, so token ``t`` came from the last version whose start is
@@ -26,6 +28,7 @@ class InFlight(StrEnum):
     finish = "finish"  # complete them under the old weights, then load
     abort = "abort"  # end them now (finish reason abort), then load
     retract = "retract"  # stop, load, re-prefill prompt + partial output, continue
+    keep = "keep"  # load between two steps, continue on the caches as they are
 
 
 class PauseMode(StrEnum):

@@ -52,6 +52,9 @@ def start_worker(group: WorkerGroup, rank: int, scheduling_strategy: object) -> 
     import ray
 
     actor = ray.remote(PoolWorker).options(
-        num_cpus=group.cpus, num_gpus=group.gpus, scheduling_strategy=scheduling_strategy
+        num_cpus=group.cpus,
+        num_gpus=group.gpus,
+        scheduling_strategy=scheduling_strategy,
+        max_concurrency=group.actor_calls,  # > 1: a threaded actor
     )
     return cast(WorkerHandle, actor.remote(group.name, rank, group.workers))

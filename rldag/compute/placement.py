@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from rldag.config.errors import PlacementError
-from rldag.config.spec import PipelineSpec, PlacementStrategy, PoolName, PoolSpec
+from rldag.config.spec import AsyncMode, PipelineSpec, PlacementStrategy, PoolName, PoolSpec
 from rldag.graph.dag import Graph
 
 
@@ -49,6 +49,7 @@ class WorkerGroup:
     nodes: list[str] = field(default_factory=list)  # graph nodes it runs
     max_concurrency: int = 0
     companions: list[str] = field(default_factory=list)  # nodes whose own actors it hosts
+    actor_calls: int = 1  # calls a worker serves at once (continuous generate steps overlap)
 
     @property
     def colocated(self) -> bool:
@@ -219,6 +220,11 @@ def plan_placement(
             pool = node.op.companion_pool
             next(g for g in groups.values() if pool in g.pools).companions.append(name)
     used = {k: g for k, g in groups.items() if g.nodes or g.companions}
+    if spec.async_.mode is AsyncMode.continuous:
+        for group in used.values():
+            if any(graph.nodes[n].op.continuous for n in group.nodes):
+                # k + 1 overlapping steps, a weight load and a digest query at once
+                group.actor_calls = spec.async_.max_staleness + 3
     for group in used.values():
         for name in group.nodes:
             _check_node(graph, name, group, where)

@@ -134,12 +134,21 @@ class CheckpointSpec:
     export_hf: bool = True  # save the final policy as a Hugging Face directory <run>/hf/<node>
 
 
+class AsyncMode(StrEnum):
+    """How generation runs ahead of training when k > 0 (docs/guides/async.md)."""
+
+    iteration = "iteration"  # whole generate steps: step i starts after step i-1 finished
+    continuous = "continuous"  # one engine, always full: iteration i+1's prompts take the
+    # slots iteration i's finished sequences free; new weights land mid-sequence
+
+
 @dataclass
 class AsyncSpec:
     """How far generation runs ahead of training (`async:` in pipeline.yaml), and how edges
     stream."""
 
     max_staleness: int = 0  # k: generate of iteration i uses policy version i - k; 0 = sync
+    mode: AsyncMode = AsyncMode.iteration  # with k > 0: iteration | continuous
     chunk_groups: int = 8  # prompt groups per streamed chunk (0: whole tables, no streaming)
 
 
@@ -322,6 +331,13 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
         value = getattr(spec.async_, key)
         if value < 0:
             raise SpecError(f"must be >= 0, got {value}", path=f"async.{key}", where=where)
+    if spec.async_.mode is AsyncMode.continuous and spec.async_.max_staleness == 0:
+        raise SpecError(
+            "continuous generation overlaps iterations, so it needs async.max_staleness >= 1 "
+            "(k = 0 is the synchronous loop)",
+            path="async.mode",
+            where=where,
+        )
     check_model_path(spec.model.path, "model.path", where)
     check_trackers(spec.trackers, where)
     _check_weights(spec.weights, where)

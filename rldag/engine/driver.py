@@ -97,7 +97,7 @@ def drive(
     spec = run.loaded.spec
     last = spec.iterations if last is None else last
     streaming = spec.async_.chunk_groups > 0
-    scheduler = Scheduler(run.graph, first, last, run.max_staleness, streaming)
+    scheduler = Scheduler(run.graph, first, last, run.max_staleness, streaming, run.continuous)
     emit(RunStarted(run.run_id, run.uri, first, spec.iterations))
     pending: dict[Future[EdgeHandle], Step] = {}
     handles: dict[Step, EdgeHandle] = {}

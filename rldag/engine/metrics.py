@@ -49,7 +49,8 @@ def _mean(array: pa.ChunkedArray) -> float:
 
 def staleness_metrics(batch: pa.Table, iteration: int) -> dict[str, float]:
     """How many versions behind the policy that trains at `iteration` (version
-    `iteration`) each row's generating policy is: mean, max and the share per lag."""
+    `iteration`) each row's generating policy is: mean, max and the share per lag; per
+    token too where rows record each token's version, and how many rows span versions."""
     if "policy_version" not in batch.column_names or batch.num_rows == 0:
         return {}
     lag = iteration - batch["policy_version"].to_numpy()
@@ -57,6 +58,14 @@ def staleness_metrics(batch: pa.Table, iteration: int) -> dict[str, float]:
     values, counts = np.unique(lag, return_counts=True)
     for value, count in zip(values.tolist(), counts.tolist(), strict=True):
         out[f"staleness/share_{value}"] = count / batch.num_rows
+    if "response_versions" in batch.column_names:  # per token: rows may span versions
+        versions = batch["response_versions"]
+        token_lag = iteration - pc.list_flatten(versions).to_numpy()
+        if token_lag.size:
+            out["staleness/token_mean"] = float(token_lag.mean())
+            out["staleness/token_max"] = float(token_lag.max())
+        newest = batch["policy_version_max"].to_numpy()
+        out["rollout/spanning_rows"] = float((newest > batch["policy_version"].to_numpy()).sum())
     return out
 
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 from rldag.compute.placement import Placement
 from rldag.compute.runner import NodeRunner, WeightsSnapshot
 from rldag.config.errors import InputError, RunError, describe
-from rldag.config.spec import LoadedPipeline
+from rldag.config.spec import AsyncMode, LoadedPipeline
 from rldag.engine import checkpoints
 from rldag.engine.events import NodeFinished, NodeStarted, Starting, emit
 from rldag.engine.metrics import iteration_metrics
@@ -76,6 +76,8 @@ class Run:
     _seconds: dict[Step, float] = field(default_factory=dict)
     _sync_s: dict[int, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _continuous_sync: threading.Lock = field(default_factory=threading.Lock)
+    _served: dict[str, int] = field(default_factory=dict)  # continuous: version per generate
     _writer: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="rldag-persist")
     )
@@ -184,10 +186,22 @@ class Run:
         emit(NodeFinished(self.run_id, step.iteration, step.node, rows, seconds, chunks))
         return handle
 
+    @property
+    def continuous(self) -> bool:
+        """Whether generate steps of consecutive iterations overlap (async.mode continuous)."""
+        return self.max_staleness > 0 and self.loaded.spec.async_.mode is AsyncMode.continuous
+
     def _ctx(self, step: Step) -> NodeContext:
         spec = self.loaded.spec
+        continuous = self.continuous and self.graph.nodes[step.node].op.continuous
+        chunks = spec.async_.chunk_groups
         return NodeContext(
-            step.node, step.iteration, spec.seed, self.uri, chunk_groups=spec.async_.chunk_groups
+            step.node,
+            step.iteration,
+            spec.seed,
+            self.uri,
+            chunk_groups=chunks,
+            continuous=continuous,
         )
 
     def _produce(
@@ -226,6 +240,10 @@ class Run:
         trainer's current one when k = 0)."""
         if node.weights_from is None:
             return
+        if self.continuous:
+            with self._continuous_sync:  # loads of overlapping steps never go back a version
+                self._sync_newest(step, node)
+            return
         source = self.graph.nodes[node.weights_from]
         snapshot = None
         if self.max_staleness:
@@ -235,6 +253,23 @@ class Run:
                 if version > 0:
                     raise RuntimeError(f"policy version {version} was not kept for it")
                 return  # the rollout engine starts on the initial policy, version 0
+        self._sync(step, source, node, snapshot)
+
+    def _sync_newest(self, step: Step, node: Node) -> None:
+        """Continuous mode: load the newest policy version, if the engine serves an older
+        one; its running sequences go on under it (partial rollouts). The newest is at least
+        the one the staleness bound names: iteration i opened once version i - k existed."""
+        with self._lock:
+            newest = max(self.snapshots, default=0)
+            snapshot = self.snapshots.get(newest)
+        if newest < weights_version(step.iteration, self.max_staleness):
+            raise RuntimeError(f"policy version {newest} is older than the bound allows")
+        if snapshot is None or self._served.get(node.name, 0) >= newest:
+            return
+        self._sync(step, self.graph.nodes[node.weights_from], node, snapshot)
+        self._served[node.name] = newest
+
+    def _sync(self, step: Step, source: Node, node: Node, snapshot: WeightsSnapshot | None) -> None:
         kill_point("weight_sync", f"{step}")
         _, sync_s = self.runner.sync_weights(source, node, snapshot)
         with self._lock:

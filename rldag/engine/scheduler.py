@@ -10,7 +10,10 @@ The rules, for step (i, node) with k = `async.max_staleness`:
   flight, and generate of iteration i runs on the weights train of iteration i-1-k made
   (policy version >= i - k), so the bound is enforced by admission, never by discarding rows;
 - a node runs its iterations one at a time, in order: its operator instance (a pool
-  worker's, or the driver's) serves one call at a time.
+  worker's, or the driver's) serves one call at a time. In continuous mode
+  (`async.mode: continuous`) a node whose operator is `continuous` (the torch engine's
+  generate) starts step i once step i-1 has started: iteration i's prompts join the engine's
+  running batch and take the slots iteration i-1's finished sequences free.
 
 k = 0 is the synchronous loop: iteration i starts after iteration i-1 has finished.
 """
@@ -55,11 +58,18 @@ class Scheduler:
     """Steps of iterations `first`..`last - 1` in an order the rules above allow."""
 
     def __init__(
-        self, graph: Graph, first: int, last: int, max_staleness: int = 0, streaming: bool = True
+        self,
+        graph: Graph,
+        first: int,
+        last: int,
+        max_staleness: int = 0,
+        streaming: bool = True,
+        continuous: bool = False,
     ) -> None:
         self.graph = graph
         self.first, self.last, self.k = first, last, max_staleness
         self.streaming = streaming
+        self.continuous = continuous and max_staleness > 0
         self.state: dict[Step, StepState] = {
             Step(i, name): StepState.waiting for i in range(first, last) for name in graph.order
         }
@@ -97,9 +107,17 @@ class Scheduler:
         i = step.iteration
         if not self.iteration_finished(i - 1 - self.k):
             return False
-        if i > self.first and self.state[Step(i - 1, step.node)] != StepState.finished:
+        if i > self.first and not self._previous_allows(Step(i - 1, step.node), node):
             return False
         return all(self._input_ready(step, up) for up in node.inputs.values())
+
+    def _previous_allows(self, previous: Step, node: Node) -> bool:
+        """Whether the node's step of the previous iteration lets this one start: finished,
+        or, for a continuous operator in continuous mode, started."""
+        state = self.state[previous]
+        if self.continuous and node.op.continuous:
+            return state != StepState.waiting
+        return state == StepState.finished
 
     def ready(self) -> list[Step]:
         """Waiting steps that may start now, oldest iteration first, in graph order."""

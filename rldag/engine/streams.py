@@ -10,6 +10,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from rldag.graph.reported import with_chunks_reported
+
 ORDER_KEYS = ("prompt_id", "sample_idx")  # a joined stream is sorted by these when present
 
 
@@ -82,6 +84,6 @@ def join_chunks(chunks: list[pa.Table]) -> pa.Table:
         return chunks[0]
     table = pa.concat_tables(chunks)
     keys = [k for k in ORDER_KEYS if k in table.column_names]
-    if not keys or table.num_rows == 0:
-        return table
-    return table.sort_by([(k, "ascending") for k in keys])
+    if keys and table.num_rows:
+        table = table.sort_by([(k, "ascending") for k in keys])
+    return with_chunks_reported(table, chunks)

@@ -53,6 +53,7 @@ class NodeContext:
     rank: int = 0  # this worker's index in its worker group
     world_size: int = 1  # workers in the group
     chunk_groups: int = 0  # a streaming operator emits this many prompt groups at a time
+    continuous: bool = False  # a `continuous` operator's calls of later iterations overlap
     companion: PoolReservation | None = None  # on Ray: the operator's companion pool
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("rldag.ops"))
 
@@ -126,6 +127,8 @@ class OperatorDef:
     checkpointable: bool = False  # its instances are Checkpointable (trainers)
     streams: bool = False  # runs per chunk of prompt groups (starts on its input's first chunk)
     emits_chunks: bool = False  # its instances are StreamingOperators (generate)
+    continuous: bool = False  # with async.mode continuous its steps of consecutive iterations
+    # run at once on one engine (calls to its instance overlap: it must be thread-safe)
     concurrency: Callable[[Any], int] | None = None  # calls at once per worker, from params
     companion_pool: str | None = None  # a pool it starts its own actors on (concurrency
     # is then bounded by that pool's max_concurrency): an agent's environments

@@ -12,9 +12,11 @@ import pyarrow as pa
 
 from rldag.graph.dag import Graph
 
+_PREFIX = b"rldag.metrics:"
+
 
 def _reported_key(node: str) -> bytes:
-    return f"rldag.metrics:{node}".encode()
+    return _PREFIX + node.encode()
 
 
 def with_reported_metrics(table: pa.Table, node: str, values: Mapping[str, float]) -> pa.Table:
@@ -36,3 +38,20 @@ def reported_metrics(graph: Graph, tables: Mapping[str, pa.Table]) -> dict[str, 
         for key, value in json.loads(table.schema.metadata[_reported_key(name)]).items():
             out[key] = out.get(key, 0.0) + value
     return out
+
+
+def with_chunks_reported(joined: pa.Table, chunks: list[pa.Table]) -> pa.Table:
+    """`joined` (the chunks of one step, concatenated) carrying the sum of what each chunk
+    reported: a streaming operator reports per chunk (the slot-seconds its chunk took)."""
+    sums: dict[bytes, dict[str, float]] = {}
+    for chunk in chunks:
+        for key, value in (chunk.schema.metadata or {}).items():
+            if key.startswith(_PREFIX):
+                into = sums.setdefault(key, {})
+                for name, number in json.loads(value).items():
+                    into[name] = into.get(name, 0.0) + number
+    if not sums:
+        return joined
+    metadata = dict(joined.schema.metadata or {})
+    metadata |= {key: json.dumps(values).encode() for key, values in sums.items()}
+    return joined.replace_schema_metadata(metadata)

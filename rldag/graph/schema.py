@@ -31,6 +31,7 @@ VOCABULARY: dict[str, tuple[pa.DataType, ...]] = {
     "finish_reason": (pa.string(),),
     "policy_version": (pa.int64(),),  # the oldest version that generated the row
     "policy_version_max": (pa.int64(),),  # the newest (rollout servers: it may span updates)
+    "response_versions": (pa.list_(pa.int32()),),  # the version that sampled each token
     "weights_digest": (pa.string(),),  # digest of the weights that generated the row
     "response_mask": (pa.list_(pa.int8()),),  # 1 model token, 0 environment token (agents)
     "num_turns": (pa.int32(),),

@@ -105,7 +105,7 @@ def test_score_starts_on_the_first_chunk_before_generate_finishes(tiny_task, tmp
             "nodes.score.op=tests.support.user_code:timed_score",
             "nodes.generate.params.max_batch_size=8",  # 2 groups decode at a time: 4 waves
             "nodes.generate.params.max_new_tokens=56",
-            "nodes.generate.params.ignore_eos=true",  # each wave decodes 56 steps: a window to score in
+            "nodes.generate.params.ignore_eos=true",  # 56 steps a wave: a window to score in
             in_process=True,
         )
     finally:
