@@ -72,7 +72,14 @@ def rolling_mean(values: list[float], width: int) -> list[float]:
     ]
 
 
-def plot(results: list[Result], work: Work, png: Path) -> None:
+def title(work: Work) -> str:
+    return (
+        f"long CoT GRPO: {work.steps} steps x {work.prompts} prompts x {work.group} samples, "
+        f"<= {work.max_new_tokens} tokens"
+    )
+
+
+def plot(results: list[Result], heading: str, png: Path) -> None:
     """Reward against wall-clock seconds, one line per contestant."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -86,11 +93,7 @@ def plot(results: list[Result], work: Work, png: Path) -> None:
         axes.plot(seconds, rolling_mean(rewards, SMOOTH), color=line.get_color(), label=result.name)
     axes.set_xlabel("seconds since the first step began")
     axes.set_ylabel(f"reward (dots: each step; lines: mean of {SMOOTH} steps)")
-    axes.set_title(
-        f"long CoT GRPO: {work.steps} steps x {work.prompts} prompts x {work.group} samples, "
-        f"<= {work.max_new_tokens} tokens",
-        fontsize=9,
-    )
+    axes.set_title(heading, fontsize=9)
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()
@@ -125,7 +128,7 @@ def race(work: Work, png: Path, skip_trl: bool = False) -> None:
         )
     for side, figures in (("rldag run", run), ("inline", inline)):
         print(f"generate's share of an iteration ({side}): {figures['generate_share']:.2f}")
-    plot([results[k] for k in ("run", "trl") if k in results], work, png)
+    plot([results[k] for k in ("run", "trl") if k in results], title(work), png)
     print(f"reward against wall-clock seconds: {png}")
     print(load_line("end"))
     if "trl" in results:

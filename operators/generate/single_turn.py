@@ -97,7 +97,7 @@ if TYPE_CHECKING:
 class TorchGenerate(PolicyEngine):
     """Tokenises prompts, samples on the chosen engine, and builds the rollout table."""
 
-    _busy_reported = 0.0  # the engine loop's slot-seconds already reported
+    _busy_reported = 0.0  # the engine's slot-seconds already reported
 
     def _encode(self, prompts: pa.Table, ctx: NodeContext) -> list[list[int]]:
         """Token ids per prompt row; warns (naming the node) when prompts are mostly
@@ -175,13 +175,14 @@ class TorchGenerate(PolicyEngine):
     def _report(self, table: pa.Table, ctx: NodeContext) -> pa.Table:
         """A chunk with the digest of the weights that generated it; the first carries the
         figures of the weights loaded for this iteration, and each the slot-seconds the
-        engine loop stepped since the last (summed over the step's chunks)."""
+        engine decoded since the last (summed over the step's chunks)."""
         table = self.with_digest(table)
         reported, self.loaded = self.loaded, {}
-        if self.loop is not None:
-            busy = self.loop.busy_slot_s
-            reported |= {"rollout/busy_slot_s": busy - self._busy_reported}
-            self._busy_reported = busy
+        if self.engine is not None:
+            with self._loop_lock:  # overlapping streams report each slot-second once
+                busy = self.engine.batcher.busy_slot_s
+                reported |= {"rollout/busy_slot_s": busy - self._busy_reported}
+                self._busy_reported = busy
         return with_reported_metrics(table, ctx.node, reported) if reported else table
 
     def _chunk(

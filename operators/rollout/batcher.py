@@ -24,6 +24,7 @@ kept ones (``Decoder.extend``), which computes what a full prefill computes.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from typing import Any
 
@@ -79,7 +80,7 @@ class ContinuousBatcher(SlotAdmission):
         self._sampling = 0  # live sequences that are not greedy
         self._siblings = 0  # live sequences of groups decoding several samples (can repeat)
         self.hi = 0  # slots [0, hi) are decoded each step
-        self.last_active = 0  # sequences the last step decoded
+        self.busy_slot_s = 0.0  # sum over steps of (sequences decoded x step seconds)
         self._done: list[Group] = []
         self._tickets = itertools.count()
         self.s = SlotState(self.device)
@@ -135,13 +136,16 @@ class ContinuousBatcher(SlotAdmission):
     @torch.inference_mode()
     def step(self) -> Finished:
         """Admit, decode one token per live slot, and return the groups that finished."""
+        start = time.perf_counter()
         self._admit()
-        self.last_active = self.active  # sequences this step decodes (slot occupancy)
+        decoded = self.active
         if self.active:
             self._decode()
             if not self.waiting:
                 self._compact()
-        return self._report()
+        finished = self._report()
+        self.busy_slot_s += decoded * (time.perf_counter() - start)
+        return finished
 
     @torch.inference_mode()
     def abort_all(self) -> Finished:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +64,6 @@ class EngineLoop:
         self._inbox: queue.Queue[tuple[str, Any, Future]] = queue.Queue()
         self._jobs: dict[int, _Job] = {}  # ticket -> job
         self._stop = threading.Event()
-        self.busy_slot_s = 0.0  # sum over steps of (sequences decoded x step seconds)
         self._thread = threading.Thread(target=self._run, name="rollout-engine", daemon=True)
         self._thread.start()
 
@@ -137,10 +135,7 @@ class EngineLoop:
                 continue  # drain every queued message before the next step
             if busy:
                 try:
-                    start = time.perf_counter()
-                    finished = batcher.step()
-                    self.busy_slot_s += batcher.last_active * (time.perf_counter() - start)
-                    self._deliver(finished)
+                    self._deliver(batcher.step())
                 except Exception as err:  # fail the requests in flight, keep serving
                     log.exception("rollout engine step failed")
                     self._fail_all(err)

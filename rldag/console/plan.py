@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from rldag.compute.placement import Placement
-from rldag.config.spec import LoadedPipeline, WeightsTransport
+from rldag.config.spec import AsyncMode, LoadedPipeline, WeightsTransport
 from rldag.engine.scheduler import emits_chunks
 from rldag.graph.dag import Graph, Node
 
@@ -108,9 +108,11 @@ def print_execution(console: Console, loaded: LoadedPipeline, graph: Graph) -> N
             highlight=False,
         )
     else:
+        continuous = loaded.spec.async_.mode is AsyncMode.continuous
+        version = "the newest policy version, at least" if continuous else "policy version"
         console.print(
             f"execution: async.max_staleness={k}: up to {k + 1} iterations in flight; generate "
-            f"of iteration i runs on policy version i-{k} (train of iteration i-{k + 1})",
+            f"of iteration i runs on {version} i-{k} (train of iteration i-{k + 1})",
             highlight=False,
         )
         for node in graph.nodes.values():
@@ -121,6 +123,14 @@ def print_execution(console: Console, loaded: LoadedPipeline, graph: Graph) -> N
             console.print(
                 f"  overlaps: {node.name} of iterations {ahead} (pool {node.pool}) "
                 f"with {', '.join(later)} of iteration i",
+                highlight=False,
+            )
+        engines = [n for n, node in graph.nodes.items() if node.op.continuous]
+        if continuous and engines:
+            console.print(
+                f"  continuous: {', '.join(engines)} of iterations i..i+{k} share one engine "
+                "(finished sequences' slots go to later prompts); new weights land between "
+                "decode steps, each token's version stored in response_versions",
                 highlight=False,
             )
     chunk = loaded.spec.async_.chunk_groups
