@@ -8,10 +8,11 @@ marked dead and never picked again, and the group is re-sent to another server. 
 carries the run's bearer token (``token``). Every group is
 tried at most ``max_attempts`` times; when no live server is left the call raises.
 
-A weight update either lets the requests in flight finish first, aborts them, or retracts them
-(``InFlight``): the servers pause with SGLang's ``retract`` mode, load the new weights and
-continue, so every interrupted response is finished by the new weights; each completion then
-carries the versions that generated it (``Completion.versions``, from ``meta_info``).
+A weight update either lets the requests in flight finish first, aborts them, retracts them or
+keeps them (``InFlight``): the servers pause with SGLang's ``retract`` (caches recomputed) or
+``in_place`` (caches kept) mode, load the new weights and continue, so every interrupted
+response is finished by the new weights; each completion then carries the versions that
+generated it (``Completion.versions``, from ``meta_info``).
 """
 
 from __future__ import annotations
@@ -224,10 +225,11 @@ class RolloutClient:
         body: dict[str, Any] = {"model_path": model_path, "weight_version": str(version)}
         if in_flight is InFlight.abort:
             body["abort_all_requests"] = True
-        if in_flight is not InFlight.retract:
+        if in_flight not in (InFlight.retract, InFlight.keep):
             self._update_all(body)
             return
-        self.pause(PauseMode.retract)
+        # SGLang's pause modes: retract recomputes the caches on continue, in_place keeps them
+        self.pause(PauseMode.retract if in_flight is InFlight.retract else PauseMode.in_place)
         try:
             self._update_all(body)
         finally:

@@ -73,3 +73,25 @@ def test_continuous_mode_needs_a_staleness_bound(capsys) -> None:
     err = capsys.readouterr().err
     assert code == 2
     assert "async.mode" in err and "async.max_staleness >= 1" in err
+
+
+def test_on_rollout_servers_sequences_in_flight_continue_under_new_weights(tmp_path) -> None:
+    """`engine: server`: overlapping iterations share the servers' batch, and an update is
+    SGLang's pause(in_place) -> update -> continue, so answers span versions there too."""
+    run = run_reference(
+        tmp_path,
+        "async.max_staleness=1",
+        "async.mode=continuous",
+        "pools.colocate=[]",
+        "iterations=4",  # generate of 2 decodes when train of 1 publishes (0 and 1 warm up)
+        "nodes.generate.params.engine=server",
+        "nodes.generate.params.servers=1",
+        *LONG,
+        in_process=True,
+    )
+    spanning = 0
+    for t in range(4):
+        tokens = run.table("advantage", t)["response_versions"].to_pylist()
+        assert min(v for row in tokens for v in row) >= t - 1
+        spanning += sum(len(set(row)) > 1 for row in tokens)
+    assert spanning > 0
