@@ -59,7 +59,7 @@ def wait_reason(node: Node, nodes: Mapping[str, Node], spec: PipelineSpec) -> st
     for maker in _chunk_makers(node, nodes):
         if _on_ray_workers(maker, spec) and shares_workers(spec, node.pool, maker.pool):
             return (
-                f"it shares workers with {maker.name} (pools.colocate), which run one call at "
-                "a time; pools.colocate=[] lets it train while generation goes on"
+                f"it shares workers with {maker.name} (pools.colocate) and a worker runs one "
+                f"call at a time: pools.colocate=[] lets it train while {maker.name} runs"
             )
     return ""

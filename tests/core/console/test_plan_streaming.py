@@ -4,6 +4,7 @@ for its whole table, why."""
 from __future__ import annotations
 
 from flows.cli import main
+from tests.support.paths import ROOT
 from tests.support.pipelines import grpo_nodes
 
 
@@ -36,3 +37,9 @@ def test_plan_says_why_a_node_waits_for_its_whole_table(write_yaml, dataset, cap
     assert whole.split(":", 1)[1].strip() == "generate, advantage, train"
     assert "    advantage: estimator reinforce_plus_plus normalises over the whole batch" in out
     assert "    train: epochs: 2 passes over the whole batch" in out
+
+
+def test_the_streaming_example_trains_as_chunks_arrive(tiny_task, capsys):
+    assert main(["plan", str(ROOT / "examples/stream_train.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "train <- advantage (steps as chunks arrive)" in out
