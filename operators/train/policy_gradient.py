@@ -356,8 +356,7 @@ class PolicyGradientTrainer(StreamedSteps, PolicyState):
         return self._report(rows, time.perf_counter() - start)
 
     def _report(self, rows: list[dict[str, float]], seconds: float) -> pa.Table:
-        """The new policy version's metrics table of the iteration's steps (the group's
-        metrics are reduced: rank 0 reports them once)."""
+        """The new version's metrics rows (reduced over the group: rank 0 reports them)."""
         self.policy_version += 1
         tokens_per_s = sum(r["tokens"] for r in rows) / max(seconds, 1e-9)
         return self._table(rows if self.rank == 0 else [], tokens_per_s)
