@@ -258,7 +258,9 @@ def gen_operators() -> str:
             if d.stateful:
                 facts.append("stateful (lives in a pool worker for the run)")
             if d.streams:
-                facts.append("streams (runs per chunk of prompt groups)")
+                per = "takes each chunk as it arrives" if d.consumes_chunks else "runs per chunk"
+                waits = ", unless its params need the whole table" if d.waits_for else ""
+                facts.append(f"streams ({per} of prompt groups{waits})")
             if d.emits_chunks:
                 facts.append("emits chunks")
             if d.checkpointable:

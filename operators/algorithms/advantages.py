@@ -5,12 +5,17 @@ and operators.algorithms.gae (GAE from a critic's values).
 An estimator maps AdvantageInputs and an AdvantageConfig to numpy advantages: shape [rows]
 (one per sequence, broadcast over its tokens by the trainer) or [rows, tokens] (per token,
 aligned with `response_ids`, 0 where the mask is 0).
+
+Each estimator declares its `Scope` (`@scope(Scope.group)`): per-group ones run on each
+streamed chunk of whole prompt groups; batch-wide ones (whitening over the batch) wait for
+the whole table, as does user code that declares none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -48,6 +53,28 @@ ADVANTAGE_ESTIMATORS: Registry[Estimator] = Registry(
 )
 
 
+class Scope(StrEnum):
+    """Which rows a row's advantage depends on."""
+
+    group = "group"  # its prompt group's: the estimator runs per streamed chunk
+    batch = "batch"  # the whole batch's (whitening): the node waits for the whole table
+
+
+def scope(kind: Scope) -> Callable[[Estimator], Estimator]:
+    """Declare an estimator's scope (a decorator; user estimators may use it too)."""
+
+    def mark(estimator: Estimator) -> Estimator:
+        estimator.scope = kind  # type: ignore[attr-defined]
+        return estimator
+
+    return mark
+
+
+def scope_of(estimator: Estimator) -> Scope:
+    """An estimator's declared scope; one that declares none is taken as batch-wide."""
+    return getattr(estimator, "scope", Scope.batch)
+
+
 def group_stats(rewards: np.ndarray, group_ids: np.ndarray) -> tuple[np.ndarray, ...]:
     """Each row's group index, the groups' sizes and the groups' mean rewards."""
     _, inverse, counts = np.unique(group_ids, return_inverse=True, return_counts=True)
@@ -73,6 +100,7 @@ def grpo_advantages(
 
 
 @ADVANTAGE_ESTIMATORS.register("grpo")
+@scope(Scope.group)
 def grpo(inputs: AdvantageInputs, config: AdvantageConfig) -> np.ndarray:
     """GRPO (Shao et al. 2024): (r - mean_group) / (std_group + eps)."""
     return grpo_advantages(
@@ -81,12 +109,14 @@ def grpo(inputs: AdvantageInputs, config: AdvantageConfig) -> np.ndarray:
 
 
 @ADVANTAGE_ESTIMATORS.register("dr_grpo")
+@scope(Scope.group)
 def dr_grpo(inputs: AdvantageInputs, config: AdvantageConfig) -> np.ndarray:
     """Dr.GRPO (Liu et al. 2025): r - mean_group, no std (pair it with a sum aggregation)."""
     return grpo_advantages(inputs.rewards, inputs.groups, norm_by_std=False)
 
 
 @ADVANTAGE_ESTIMATORS.register("rloo")
+@scope(Scope.group)
 def rloo(inputs: AdvantageInputs, config: AdvantageConfig) -> np.ndarray:
     """RLOO (Ahmadian et al. 2024): r_i minus the mean of the other samples of its group,
     i.e. n / (n - 1) * (r_i - mean_group). A group of one sample gets advantage 0."""
@@ -98,6 +128,7 @@ def rloo(inputs: AdvantageInputs, config: AdvantageConfig) -> np.ndarray:
 
 
 @ADVANTAGE_ESTIMATORS.register("remax")
+@scope(Scope.group)
 def remax(inputs: AdvantageInputs, config: AdvantageConfig) -> np.ndarray:
     """ReMax (Li et al. 2024): r minus the reward of the greedy answer to the same prompt."""
     if inputs.baseline is None:

@@ -16,6 +16,8 @@ from operators.algorithms.advantages import (
     AdvantageConfig,
     AdvantageInputs,
     MissingInputError,
+    Scope,
+    scope,
 )
 from operators.algorithms.reinforce import whiten
 
@@ -43,6 +45,7 @@ def gae(
 
 
 @ADVANTAGE_ESTIMATORS.register("gae")
+@scope(Scope.batch)  # whitened over the batch
 def gae_estimator(inputs: AdvantageInputs, config: AdvantageConfig) -> np.ndarray:
     """GAE advantages from the `values` column, whitened over the batch's model tokens."""
     if inputs.mask is None or inputs.values is None:

@@ -19,7 +19,9 @@ from operators.algorithms.advantages import (
     AdvantageConfig,
     AdvantageInputs,
     MissingInputError,
+    Scope,
     group_stats,
+    scope,
 )
 
 
@@ -45,6 +47,7 @@ def whiten(values: np.ndarray, weights: np.ndarray, eps: float) -> np.ndarray:
 
 
 @ADVANTAGE_ESTIMATORS.register("reinforce_plus_plus")
+@scope(Scope.batch)  # whitened over the batch
 def reinforce_plus_plus(inputs: AdvantageInputs, config: AdvantageConfig) -> np.ndarray:
     """Discounted token returns, whitened over the batch's counted tokens."""
     mask = _counted(inputs, "reinforce_plus_plus")
@@ -53,6 +56,7 @@ def reinforce_plus_plus(inputs: AdvantageInputs, config: AdvantageConfig) -> np.
 
 
 @ADVANTAGE_ESTIMATORS.register("reinforce_plus_plus_baseline")
+@scope(Scope.batch)  # whitened over the batch
 def reinforce_plus_plus_baseline(inputs: AdvantageInputs, config: AdvantageConfig) -> np.ndarray:
     """Group-mean baseline, then whitened over the batch's counted tokens."""
     lengths = _counted(inputs, "reinforce_plus_plus_baseline").sum(-1)

@@ -4,7 +4,8 @@ The policy loss, loss aggregation and KL estimator are picked by name from
 operators.algorithms (PPO clip by default). Consumes rollouts with advantages (per sequence,
 or `token_advantage` per token; `response_mask` 0 drops environment tokens), runs `epochs`
 passes of mini-batch AdamW steps (gradient accumulation over micro-batches, token-mean by
-default), and emits one metrics row per optimizer step. It owns the policy weights and
+default), and emits one metrics row per optimizer step; with streaming on, it steps as the
+chunks of its batch arrive (operators.train.streamed). It owns the policy weights and
 their version (the weights edge's source).
 Micro-batches hold rows of similar length up to a padded-token budget, and run each GRPO
 group's prompt once (operators.train.prefix_forward) when that saves tokens.
@@ -38,6 +39,7 @@ from operators.train.batch import PackedBatch, pack
 from operators.train.micro_batches import plan_micro_batches
 from operators.train.policy_state import PolicyState
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
+from operators.train.streamed import NO_FRESH_ROWS, StreamedSteps, one_pass_waits_for
 from rldag import NodeContext, NodeKind, OperatorDef, Port, SpecError, check_positive, col, columns
 
 
@@ -71,6 +73,7 @@ class PolicyGradientParams:
     policy_loss: str = "ppo"  # ppo | gspo | cispo | module:function (operators.algorithms)
     loss_agg_mode: str = "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean
     epochs: int = 1  # passes over each iteration's batch
+    stream: bool = True  # step as chunks arrive (async.chunk_groups > 0; one epoch, one rank)
     mini_batch_size: int = 0  # sequences per optimizer step; 0 = the whole batch
     # A micro-batch (one forward/backward, gradients accumulate) holds rows of similar length
     # up to micro_batch_tokens padded tokens (veRL's ppo_max_token_len_per_gpu) and at most
@@ -132,7 +135,14 @@ def correction(params: PolicyGradientParams) -> ISConfig | None:
     return None
 
 
-class PolicyGradientTrainer(PolicyState):
+def waits_for(params: PolicyGradientParams) -> str:
+    """Why a policy_gradient node waits for its whole batch (operators.train.streamed)."""
+    if params.mini_batch_size and correction(params) is not None:
+        return "its importance correction needs every row's log-probs before the first step"
+    return one_pass_waits_for(params)
+
+
+class PolicyGradientTrainer(StreamedSteps, PolicyState):
     """Holds the policy, optional frozen reference and the optimizer for the whole run."""
 
     def __init__(self, params: PolicyGradientParams) -> None:
@@ -270,25 +280,42 @@ class PolicyGradientTrainer(PolicyState):
 
     def _step(self, batch: PackedBatch, live: bool = True) -> dict[str, float]:
         """One optimizer step over this rank's rows (`live=False`: this rank has none for
-        the step and joins with a zero-weighted row). Losses are normalised by the group's
-        tokens (or sequences), so W ranks match one worker on all rows; every rank runs the
-        same number of micro-batches to keep FSDP's collectives aligned."""
-        micro, shared, tokens, rows = self._plan(batch, live)
-        totals: dict[str, float] = {}
+        the step and joins with a zero-weighted row)."""
         self.optimizer.zero_grad(set_to_none=True)
+        totals, tokens, _ = self._accumulate(batch, live)
+        return self._apply(totals, tokens)
+
+    def _accumulate(
+        self, batch: PackedBatch, live: bool = True, normalise: bool = True
+    ) -> tuple[dict[str, float], float, float]:
+        """Forward/backward of this rank's micro-batches, gradients accumulating: each loss
+        weighs by its tokens (or sequences) over the group's total (W ranks match one worker;
+        every rank runs as many micro-batches, for FSDP), or unnormalised (`normalise=False`:
+        the caller divides before the step). The metric sums, the group's tokens and rows."""
+        micro, shared, tokens, rows = self._plan(batch, live)
+        total = (rows if self.aggregation.unit == Unit.sequence else tokens) if normalise else 1.0
+        totals: dict[str, float] = {}
         for index, live_rows in micro:
             mb = batch.select(index)
-            share = float(mb.mask.sum()) / max(tokens, 1.0)
-            if self.aggregation.unit == Unit.sequence:
-                share = mb.rows / max(rows, 1.0)
-            scale = share * self.world_size if live_rows else 0.0
+            weight = mb.rows if self.aggregation.unit == Unit.sequence else float(mb.mask.sum())
+            scale = weight / max(total, 1.0) * self.world_size if live_rows else 0.0
             for k, v in self._micro_loss(mb, scale, shared).items():
                 totals[k] = totals.get(k, 0.0) + v
+        return totals, tokens, rows
+
+    def _apply(
+        self, totals: dict[str, float], tokens: float, over: float = 1.0
+    ) -> dict[str, float]:
+        """The optimizer step on the accumulated gradients, divided by `over` first (the
+        step's tokens or sequences, when they were accumulated unnormalised); the step's
+        metrics (`totals`: weighted sums, divided by `over` too)."""
+        for param in (p for p in self.model.parameters() if p.grad is not None):
+            param.grad.div_(over)
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.p.grad_clip)
         self.optimizer.step()
         keys = list(totals)
         reduced = dist_utils.all_reduce([totals[k] for k in keys])
-        totals = {k: v / self.world_size for k, v in zip(keys, reduced, strict=True)}
+        totals = {k: v / self.world_size / over for k, v in zip(keys, reduced, strict=True)}
         totals |= {
             "grad_norm": dist_utils.as_float(norm),
             "lr": self.optimizer.param_groups[0]["lr"],
@@ -314,10 +341,7 @@ class PolicyGradientTrainer(PolicyState):
             return self._table([], 0.0)
         table = self._fresh(inputs["batch"])
         if table.num_rows == 0:
-            raise ValueError(
-                "this training worker got no fresh rows: fewer training workers "
-                "or a larger max_staleness"
-            )
+            raise ValueError(NO_FRESH_ROWS)
         batch = pack(table, self.pad_id, self.p.device)
         self._prepare(batch, table)
         total_rows = int(dist_utils.all_reduce([float(batch.rows)])[0])
@@ -329,12 +353,13 @@ class PolicyGradientTrainer(PolicyState):
                     rows.append(self._step(batch.slice(int(part[0]), int(part[-1]) + 1)))
                 else:
                     rows.append(self._step(batch.slice(0, 1), live=False))
+        return self._report(rows, time.perf_counter() - start)
+
+    def _report(self, rows: list[dict[str, float]], seconds: float) -> pa.Table:
+        """The new version's metrics rows (reduced over the group: rank 0 reports them)."""
         self.policy_version += 1
-        seconds = time.perf_counter() - start
         tokens_per_s = sum(r["tokens"] for r in rows) / max(seconds, 1e-9)
-        if self.rank != 0:
-            rows = []  # the group's metrics are reduced: rank 0 reports them once
-        return self._table(rows, tokens_per_s)
+        return self._table(rows if self.rank == 0 else [], tokens_per_s)
 
     def _table(self, rows: list[dict[str, float]], tokens_per_s: float) -> pa.Table:
         """The metrics rows, one per optimizer step."""
@@ -369,5 +394,8 @@ POLICY_GRADIENT = OperatorDef(
     stateful=True,
     checkpointable=True,
     dispatch="balanced",
+    streams=True,  # steps as chunks arrive, unless it waits (waits_for, rldag.graph.streaming)
+    consumes_chunks=True,
+    waits_for=waits_for,
     description="Policy-gradient trainer: ppo/gspo/cispo by name, KL, TIS (AdamW, grad clip).",
 )

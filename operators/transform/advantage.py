@@ -6,7 +6,8 @@ aligned with `response_ids`, 0 on environment tokens): sequence estimators broad
 value over the model's tokens, token-level ones (REINFORCE++) fill it per token and put the
 mean over the model's tokens in `advantage`. The trainer trains on `token_advantage` when it
 is there. `remax` reads its baseline (a greedy rollout's rewards) from the `baseline` port;
-`gae` reads a critic's per-token `values` column.
+`gae` reads a critic's per-token `values` column. Per-group estimators run on each streamed
+chunk; batch-wide ones (whitening) wait for the whole table (`Scope`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from operators.algorithms.advantages import (
     AdvantageConfig,
     AdvantageInputs,
     MissingInputError,
+    Scope,
     grpo_advantages,
+    scope_of,
 )
 from operators.train.batch import aligned, padded
 from rldag import (
@@ -110,6 +113,13 @@ def _baseline(table: pa.Table, baseline: pa.Table | None, node: str) -> np.ndarr
     return means[at]
 
 
+def waits_for(params: EstimatorParams) -> str:
+    """Why an `advantage` node waits for its whole table: its estimator is batch-wide."""
+    if scope_of(ADVANTAGE_ESTIMATORS.get(params.estimator)) == Scope.group:
+        return ""
+    return f"estimator {params.estimator} normalises over the whole batch"
+
+
 class Advantage:
     """Adds `advantage` and `token_advantage` with the estimator named in the params."""
 
@@ -159,5 +169,7 @@ ADVANTAGE = OperatorDef(
     ),
     adds=(col("advantage"), TOKEN_ADVANTAGE),
     params=EstimatorParams,
+    streams=True,  # per chunk of whole prompt groups, unless the estimator is batch-wide
+    waits_for=waits_for,
     description="Advantages by estimator name (grpo, rloo, reinforce_plus_plus, remax, ...).",
 )

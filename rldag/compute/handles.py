@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from rldag.compute.placement import WorkerGroup
 from rldag.compute.remote import Remote, StreamingRemote
-from rldag.compute.worker import ChunkReply, PoolWorker, RunReply, Selection
+from rldag.compute.worker import ChunkReply, ConsumeReply, PoolWorker, RunReply, Selection
 from rldag.graph.dag import Node
 from rldag.graph.operator import NodeContext
 
@@ -30,6 +30,8 @@ class WorkerHandle(Protocol):
     build: Remote[[Node], None]
     run: Remote[RowArgs, RunReply]
     stream: StreamingRemote[RowArgs, ChunkReply]
+    consume: Remote[[Node, Mapping[str, pa.Table], NodeContext], ConsumeReply]
+    finish: Remote[[Node, NodeContext], RunReply]
     policy_version: Remote[[Node], int]
     export_weights: Remote[[Node], dict[str, Any]]
     load_weights: Remote[[Node, dict[str, Any], int], float]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -16,6 +16,7 @@ from rldag.graph.dag import Node
 from rldag.graph.operator import (
     AttestsWeights,
     Checkpointable,
+    ChunkConsumer,
     Closable,
     NodeContext,
     OperatorInstance,
@@ -73,6 +74,27 @@ class OperatorHost:
             if chunk is None:
                 return
             yield chunk, time.perf_counter() - start
+
+    def consumer(self, node: Node) -> ChunkConsumer:
+        """The node's operator as a ChunkConsumer (fed its input chunk by chunk)."""
+        instance = self.instance(node)
+        if not isinstance(instance, ChunkConsumer):
+            raise TypeError(f"{type(instance).__name__} takes no chunks (ChunkConsumer)")
+        return instance
+
+    def consume(
+        self, node: Node, chunks: Iterable[Mapping[str, pa.Table]], ctx: NodeContext
+    ) -> tuple[pa.Table, float]:
+        """Feed a ChunkConsumer each chunk's inputs as they arrive; its table and the
+        seconds it worked (not counting the waits for chunks)."""
+        consumer, seconds = self.consumer(node), 0.0
+        for inputs in chunks:
+            start = time.perf_counter()
+            consumer.consume(inputs, ctx)
+            seconds += time.perf_counter() - start
+        start = time.perf_counter()
+        out = consumer.finish(ctx)
+        return out, seconds + time.perf_counter() - start
 
     def policy(self, node: Node) -> PolicyHolder:
         """The node's operator as the holder of policy weights."""

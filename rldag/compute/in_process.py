@@ -4,7 +4,7 @@ OperatorHost, whose weights edges are copies in memory."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -36,6 +36,13 @@ class InProcessPools:
         for chunk, _ in self.host.stream(node, inputs, ctx):
             yield chunk
         self.operator_seconds[node.name] = time.perf_counter() - start
+
+    def consume(
+        self, node: Node, chunks: Iterable[Mapping[str, pa.Table]], ctx: NodeContext
+    ) -> pa.Table:
+        """A ChunkConsumer's table, fed each chunk's inputs as they arrive."""
+        out, self.operator_seconds[node.name] = self.host.consume(node, chunks, ctx)
+        return out
 
     def snapshot_weights(self, source: Node) -> WeightsSnapshot:
         version = self.host.policy_version(source)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -242,6 +242,22 @@ class RayPools:
             seconds[live[gen]] += reply.seconds
             yield reply.table
         self.operator_seconds[node.name] = max(seconds)
+
+    def consume(
+        self, node: Node, chunks: Iterable[Mapping[str, pa.Table]], ctx: NodeContext
+    ) -> pa.Table:
+        """A ChunkConsumer's table: each chunk goes to its one worker as it arrives (a trainer
+        of several ranks waits for its whole batch: rldag.graph.streaming)."""
+        if self._group(node) is None:
+            return self._driver.consume(node, chunks, ctx)
+        ctx, replies = self._lend(node, ctx), []
+        for inputs in chunks:
+            replies += self._gather(node, [lambda w, i=inputs: w.consume.remote(node, i, ctx)])
+        replies += self._gather(node, [lambda w: w.finish.remote(node, ctx)])
+        for reply in replies:
+            replay(reply.logs)
+        self.operator_seconds[node.name] = sum(reply.seconds for reply in replies)
+        return replies[-1].table
 
     def snapshot_weights(self, source: Node) -> WeightsSnapshot:
         """The trainer's weights now, held in the object store (every rank gathers)."""

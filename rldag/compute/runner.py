@@ -6,7 +6,7 @@ scheduler or drivers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,6 +35,12 @@ class NodeRunner(Protocol):
     def stream(
         self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext
     ) -> Iterator[pa.Table]: ...
+
+    def consume(
+        self, node: Node, chunks: Iterable[Mapping[str, pa.Table]], ctx: NodeContext
+    ) -> pa.Table:
+        """Feed a node whose operator is a ChunkConsumer (`OperatorDef.consumes_chunks`)
+        each chunk's inputs as they arrive; its one table once they end."""
 
     def snapshot_weights(self, source: Node) -> WeightsSnapshot: ...
 

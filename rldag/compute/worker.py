@@ -45,6 +45,13 @@ class ChunkReply(NamedTuple):
     logs: list[dict[str, object]]
 
 
+class ConsumeReply(NamedTuple):
+    """A rank's result of `PoolWorker.consume`: it took one chunk."""
+
+    seconds: float
+    logs: list[dict[str, object]]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
@@ -125,6 +132,23 @@ class PoolWorker:
             if made is None:
                 return
             yield ChunkReply(*made, logs.records)
+
+    def consume(self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> ConsumeReply:
+        """Feed one chunk's inputs to the node's ChunkConsumer (a Ray actor runs its calls
+        in order: `finish` comes after every chunk)."""
+        ctx = replace(ctx, rank=self.rank, world_size=self.world_size)
+        with CapturedLogs() as logs:
+            start = time.perf_counter()
+            self.host.consumer(node).consume(inputs, ctx)
+        return ConsumeReply(time.perf_counter() - start, logs.records)
+
+    def finish(self, node: Node, ctx: NodeContext) -> RunReply:
+        """The ChunkConsumer's table once every chunk was fed."""
+        ctx = replace(ctx, rank=self.rank, world_size=self.world_size)
+        with CapturedLogs() as logs:
+            start = time.perf_counter()
+            out = self.host.consumer(node).finish(ctx)
+        return RunReply(out, False, time.perf_counter() - start, logs.records)
 
     def policy_version(self, node: Node) -> int:
         return self.host.policy_version(node)

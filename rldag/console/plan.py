@@ -134,11 +134,13 @@ def print_execution(console: Console, loaded: LoadedPipeline, graph: Graph) -> N
                 highlight=False,
             )
     chunk = loaded.spec.async_.chunk_groups
+    readers = [node for node in graph.nodes.values() if node.inputs]
+    waits = {node.name: _waits_because(loaded, graph, node) for node in readers}
     streamed = [
-        f"{name} <- {up}"
-        for name, node in graph.nodes.items()
-        for up in node.inputs.values()
-        if chunk and node.op.streams and emits_chunks(graph.nodes[up])
+        f"{node.name} <- {node.inputs[_primary(node)]}"
+        + (" (steps as chunks arrive)" if node.op.consumes_chunks else "")
+        for node in readers
+        if not waits[node.name]
     ]
     if streamed:
         console.print(
@@ -146,9 +148,31 @@ def print_execution(console: Console, loaded: LoadedPipeline, graph: Graph) -> N
             + ", ".join(streamed),
             highlight=False,
         )
-    whole = [n for n, node in graph.nodes.items() if node.inputs and not node.op.streams]
+    whole = [name for name, why in waits.items() if why]
     if whole:
         console.print(f"  whole batch: {', '.join(whole)}", highlight=False)
+        for name in whole:
+            console.print(f"    {name}: {waits[name]}", highlight=False)
+
+
+def _primary(node: Node) -> str | None:
+    """The input port a node streams: its first table port that is connected."""
+    return next((p.name for p in node.op.table_ports if p.name in node.inputs), None)
+
+
+def _waits_because(loaded: LoadedPipeline, graph: Graph, node: Node) -> str:
+    """Why `node` waits for its whole input table ("" when it takes it chunk by chunk)."""
+    if node.waits:  # its params or its placement (rldag.graph.streaming)
+        return node.waits
+    if not node.op.streams:
+        return f"operator {node.op.name} takes its whole input"
+    if not loaded.spec.async_.chunk_groups:
+        return "async.chunk_groups=0: no edge streams"
+    primary = _primary(node)
+    if primary is None:
+        return "it reads no table input"
+    upstream = node.inputs[primary]
+    return "" if emits_chunks(graph.nodes[upstream]) else f"its input {upstream} arrives whole"
 
 
 def _downstream(graph: Graph, node: Node) -> set[str]:

@@ -217,7 +217,10 @@ class Run:
             and emits_chunks(self.graph.nodes[node.inputs[primary]])
         )
         whole = {p: s.table() for p, s in inputs.items() if not (chunked and p == primary)}
-        if chunked:
+        if chunked and node.op.consumes_chunks:  # a trainer: its steps start on the first chunks
+            chunks = ({**whole, primary: chunk} for chunk in inputs[primary])
+            out.append(self._checked(node, self.runner.consume(node, chunks, ctx)))
+        elif chunked:
             for chunk in inputs[primary]:
                 table = self.runner.run(node, {**whole, primary: chunk}, ctx)
                 out.append(self._checked(node, table))

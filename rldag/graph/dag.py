@@ -7,16 +7,17 @@ the per-iteration DAG and cannot form a cycle.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
 from rldag.config.errors import GraphError, InputError
 from rldag.config.model_paths import check_param_model_paths
-from rldag.config.spec import LoadedPipeline, NodeKind, NodeSpec, PipelineSpec, merge_params
+from rldag.config.spec import LoadedPipeline, NodeKind, NodeSpec, merge_params
 from rldag.graph.operator import OperatorDef
 from rldag.graph.registry import resolve
 from rldag.graph.schema import check_edge, extend, to_schema
+from rldag.graph.streaming import shares_workers, wait_reason
 
 
 @dataclass
@@ -25,11 +26,12 @@ class Node:
 
     name: str
     spec: NodeSpec
-    op: OperatorDef
+    op: OperatorDef  # with `streams` off where the node waits for its whole input (`waits`)
     params: object
     inputs: dict[str, str]  # table port -> upstream node
     weights_from: str | None  # the train node whose weights this node loads
     output: pa.Schema
+    waits: str = ""  # why its operator streams but this node waits (rldag.graph.streaming)
 
     @property
     def kind(self) -> NodeKind:
@@ -207,15 +209,12 @@ def build_graph(loaded: LoadedPipeline) -> Graph:
         node = partial[name]
         node.output = schemas[name] = _output_schema(node, schemas, where)
         _preflight(node, where)
+        node.waits = wait_reason(node, partial, loaded.spec)
+        if node.waits:
+            node.op = replace(node.op, streams=False)
     graph = Graph({name: partial[name] for name in order})
     _check_overlap(loaded, graph)
     return graph
-
-
-def _shares_workers(spec: PipelineSpec, a: str, b: str) -> bool:
-    if a == b:
-        return True
-    return any({a, b} <= set(group) for group in spec.pools.colocate)
 
 
 def _check_overlap(loaded: LoadedPipeline, graph: Graph) -> None:
@@ -229,7 +228,7 @@ def _check_overlap(loaded: LoadedPipeline, graph: Graph) -> None:
         if node.weights_from is None:
             continue
         trainer = graph.nodes[node.weights_from]
-        if _shares_workers(spec, node.pool, trainer.pool):
+        if shares_workers(spec, node.pool, trainer.pool):
             raise GraphError(
                 f"async.max_staleness={k} overlaps generation with training, but generate "
                 f"node '{node.name}' (pool {node.pool}) and train node "

@@ -73,6 +73,17 @@ class StreamingOperator(Protocol):
 
 
 @runtime_checkable
+class ChunkConsumer(Protocol):
+    """An operator that takes its primary input chunk by chunk as the chunks arrive and
+    returns one table once they have ended (a trainer: its steps start on the first chunks).
+    Every other input comes whole with each chunk."""
+
+    def consume(self, inputs: Mapping[str, pa.Table], ctx: NodeContext) -> None: ...
+
+    def finish(self, ctx: NodeContext) -> pa.Table: ...
+
+
+@runtime_checkable
 class PolicyHolder(Protocol):
     """A stateful operator that owns policy weights (trainer, rollout engine)."""
 
@@ -126,6 +137,10 @@ class OperatorDef:
     max_workers: int | None = None  # most workers it can use (None: any)
     checkpointable: bool = False  # its instances are Checkpointable (trainers)
     streams: bool = False  # runs per chunk of prompt groups (starts on its input's first chunk)
+    consumes_chunks: bool = False  # with streams: its instances are ChunkConsumers, fed every
+    # chunk in one call each, one table at the end (a trainer), instead of a table per chunk
+    waits_for: Callable[[Any], str] | None = None  # params -> why a node of this streaming
+    # operator needs its whole input after all ("" when it streams): a batch-wide estimator
     emits_chunks: bool = False  # its instances are StreamingOperators (generate)
     continuous: bool = False  # with async.mode continuous its steps of consecutive iterations
     # run at once on one engine (calls to its instance overlap: it must be thread-safe)

@@ -69,6 +69,7 @@ def test_the_docs_include_the_example_files_instead_of_copying_them() -> None:
     for name in (
         "pipeline.yaml",
         "examples/async.yaml",
+        "examples/stream_train.yaml",
         "examples/dapo.yaml",
         "examples/agent_python_tool.yaml",
         "examples/lora.yaml",

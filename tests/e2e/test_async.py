@@ -1,6 +1,6 @@
-"""async.max_staleness: k = 0, streaming, stores what the synchronous loop (whole tables)
-stores; for k > 0 the bound holds on every stored row; score starts on generate's first
-chunk; impossible placements are refused; an async run learns."""
+"""async.max_staleness: k = 0, streaming (into training too), stores what the synchronous
+loop (whole tables) stores; for k > 0 the bound holds on every stored row; score starts on
+generate's first chunk; impossible placements are refused; an async run learns."""
 
 from __future__ import annotations
 
@@ -49,7 +49,11 @@ def synchronous(tmp_path_factory) -> StoredRunView:
 def test_k0_stores_the_rows_and_metrics_of_the_synchronous_loop(
     ray_local, tmp_path, synchronous, where
 ):
-    run = run_reference(tmp_path, "async.chunk_groups=3", in_process=where == "in-process")
+    # Training on workers of its own streams too: it steps as the chunks arrive.
+    in_process = where == "in-process"
+    run = run_reference(
+        tmp_path, "async.chunk_groups=3", "pools.colocate=[]", in_process=in_process
+    )
     got, expected = stored_rows(run, "advantage"), stored_rows(synchronous, "advantage")
     assert len(got) == len(expected) == 4 * 8 * 4
     for (iteration, prompt_id, sample_idx), ref in expected.items():

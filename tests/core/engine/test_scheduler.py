@@ -10,11 +10,12 @@ from tests.support.pipelines import grpo_nodes, scoring_pipeline
 GRPO = ("prompts", "generate", "score", "advantage", "train")
 
 
-def grpo_graph(write_yaml, dataset):
+def grpo_graph(write_yaml, dataset, **top: object):
     doc = {
         "name": "g",
         "model": {"path": "m"},
         "nodes": grpo_nodes("m", dataset, "tests.support.user_code:echo_score"),
+        **top,
     }
     doc["nodes"]["prompts"]["params"]["batch_size"] = 6  # the dataset's rows
     return build_graph(load_pipeline(write_yaml(doc)))
@@ -57,10 +58,20 @@ def test_streaming_readers_start_with_their_producer(write_yaml, dataset):
     scheduler.start(Step(0, "score"))
     assert scheduler.ready() == [Step(0, "advantage")]
     scheduler.start(Step(0, "advantage"))
-    assert scheduler.ready() == []  # train needs its whole batch
+    assert scheduler.ready() == []  # train shares workers with generate: its whole batch
     for name in ("generate", "score", "advantage"):
         scheduler.finish(Step(0, name))
     assert scheduler.ready() == [Step(0, "train")]
+
+
+def test_a_trainer_on_workers_of_its_own_starts_on_the_first_chunk(write_yaml, dataset):
+    graph = grpo_graph(write_yaml, dataset, pools={"colocate": []})
+    scheduler = Scheduler(graph, 0, 1, max_staleness=0, streaming=True)
+    scheduler.start(Step(0, "prompts"))
+    scheduler.finish(Step(0, "prompts"))
+    for name in ("generate", "score", "advantage"):
+        scheduler.start(Step(0, name))
+    assert scheduler.ready() == [Step(0, "train")]  # generate is still running
 
 
 def test_k1_admits_generation_of_the_next_iteration_while_training(write_yaml, dataset):
