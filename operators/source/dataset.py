@@ -2,7 +2,9 @@
 
 veRL-format Parquet loads as is: `reward_model.ground_truth` becomes `ground_truth`, a struct
 `extra_info` becomes a JSON string. Each epoch is a seeded permutation, so iteration i's batch
-is a pure function of (seed, i): a resumed run sees the same prompts. `oversample` hands out
+is a pure function of (seed, i): a resumed run sees the same prompts. With refill rounds
+(docs/guides/dapo.md#refill) batch b of that stream is served by the call whose
+`ctx.batch_index` is b. `oversample` hands out
 more prompts per iteration than the train batch needs, for a filter that drops some groups
 (`dynamic_sampling`).
 """
@@ -168,7 +170,8 @@ def normalise(table: pa.Table, params: DatasetParams, answer_hint: str = ANSWER_
 
 
 class DatasetSource:
-    """Serves batch i of the seeded epoch order; prompt ids are unique across the run."""
+    """Serves batch `ctx.batch_index` of the seeded epoch order (the iteration, unless refill
+    rounds drew batches too); prompt ids are positions in that stream, unique across the run."""
 
     def __init__(self, params: DatasetParams) -> None:
         self.params = params
@@ -178,14 +181,14 @@ class DatasetSource:
         check_rows(path, table, params.prompt_key, data)
         self.table = normalise(table, params)
 
-    def batch_indices(self, iteration: int, seed: int) -> np.ndarray:
-        """Dataset rows of iteration `iteration`'s batch (wrapping over epochs)."""
+    def batch_indices(self, batch: int, seed: int) -> np.ndarray:
+        """Dataset rows of batch `batch` of the prompt stream (wrapping over epochs)."""
         rows, size = self.table.num_rows, self.params.prompts_per_iteration
-        return batch_indices(rows, size, iteration, seed, self.params.shuffle)
+        return batch_indices(rows, size, batch, seed, self.params.shuffle)
 
     def __call__(self, inputs: dict, ctx: NodeContext) -> pa.Table:
-        batch = self.table.take(self.batch_indices(ctx.iteration, ctx.seed))
-        start = ctx.iteration * self.params.prompts_per_iteration
+        batch = self.table.take(self.batch_indices(ctx.batch_index, ctx.seed))
+        start = ctx.batch_index * self.params.prompts_per_iteration
         ids = pa.array(np.arange(start, start + batch.num_rows), pa.int64())
         return batch.set_column(0, "prompt_id", ids)
 
@@ -197,6 +200,7 @@ DATASET = OperatorDef(
     adds=(col("prompt_id"), col("prompt"), col("data_source"), col("ground_truth")),
     params=DatasetParams,
     stateful=True,
+    draws=True,
     output_schema=dataset_schema,
     description="Prompts from a Parquet/JSONL file (veRL format accepted), a batch per iteration.",
 )

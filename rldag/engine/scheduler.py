@@ -28,10 +28,12 @@ from rldag.graph.dag import Graph, Node
 
 @dataclass(frozen=True, order=True)
 class Step:
-    """One node of one iteration: the unit the scheduler starts."""
+    """One node of one iteration: the unit the scheduler starts (a refill round r >= 1 of it
+    runs inside the refilling node's step: rldag.engine.refill)."""
 
     iteration: int
     node: str
+    round: int = 0
 
 
 class StepState(StrEnum):

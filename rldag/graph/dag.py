@@ -15,6 +15,7 @@ from rldag.config.errors import GraphError, InputError
 from rldag.config.model_paths import check_param_model_paths
 from rldag.config.spec import LoadedPipeline, NodeKind, NodeSpec, PipelineSpec, merge_params
 from rldag.graph.operator import OperatorDef
+from rldag.graph.refill import check_refill
 from rldag.graph.registry import resolve
 from rldag.graph.schema import check_edge, extend, to_schema
 
@@ -209,6 +210,7 @@ def build_graph(loaded: LoadedPipeline) -> Graph:
         _preflight(node, where)
     graph = Graph({name: partial[name] for name in order})
     _check_overlap(loaded, graph)
+    check_refill(graph, where)
     return graph
 
 
