@@ -4,35 +4,32 @@ step runs the sub-graph before it (source -> generate -> score -> ...) again for
 iteration, round r = 1, 2, ..., on a fresh batch of prompts, and the node runs again over
 the rows of every round so far, until it has enough or its bound is reached.
 
-Which batch of the prompt stream a source serves (`NodeContext.batch_index`), k =
-`async.max_staleness`, N = `iterations`, F(i) = refill rounds of the iterations before i:
-
-- round 0 of iteration j: j + F(j - k)
-- round r >= 1 of iteration i: min(i + k + 1, N) + F(i) + r - 1
-
-that is, the stream is consumed in the order batch(0..k), refills(0), batch(k + 1),
-refills(1), ...: each batch once, without gap. Iteration j's first batch is known when it
-opens (iteration j-k-1 has finished, so F(j - k) is), and the filter runs its iterations in
-order (F(i) is known when it runs), so the order does not depend on timing. A batch is a
-function of the seed, the iteration and the rounds of earlier iterations; those are in
-`metrics.parquet` (`refill/rounds`), so a resumed run draws exactly what the run that was
-never killed drew. Round r >= 1 stores its tables under `iter=<i>/round=<r>/<node>.parquet`;
-the refilling node's own table holds the rows it kept of every round.
+Which batch of the prompt stream a source serves (`NodeContext.batch_index`): the stream is
+consumed in order, batch(0), refills(0), batch(1), refills(1), ..., as veRL's DAPO recipe
+pulls the next batch from its dataloader: round r of iteration i takes batch i + F(i) + r,
+F(i) = the refill rounds of iterations 0..i-1. Each batch is drawn once, without gap, and
+the order does not depend on timing: the scheduler starts the nodes a round runs again for
+iteration i only once the refilling node has finished i-1 (rldag.engine.scheduler), so F(i)
+is known when they start, and a round of i-1 runs before iteration i can move the rollout
+engine to newer weights (it samples i-1's policy version; with k > 0 generation still
+overlaps training). A batch is a function of the seed, the iteration and the rounds of
+earlier iterations; those are in `metrics.parquet` (`refill/rounds`), so a resumed run
+draws exactly what the run that was never killed drew. Round r >= 1 stores its tables under
+`iter=<i>/round=<r>/<node>.parquet`; the refilling node's own table holds the rows it kept
+of every round.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rldag.config.spec import NodeKind, PipelineSpec
+from rldag.config.spec import NodeKind
 from rldag.engine.scheduler import Step
 from rldag.engine.streams import EdgeStream
 from rldag.graph.dag import Graph, Node
@@ -48,55 +45,36 @@ ROUNDS = "refill/rounds"  # the metric that is also the record of each iteration
 
 @dataclass
 class Refill:
-    """The refill rounds of a run: which node refills, what a round runs again, the rounds
-    each iteration ran and the locks that keep a round's calls from overlapping the steps of
-    later iterations on the same node (k > 0)."""
+    """The refill rounds of a run: which node refills, what a round runs again and the
+    rounds each iteration ran."""
 
     node: Node | None  # the refilling node; None: the run has none
     rerun: list[str]  # what a round runs again, in graph order
-    k: int
-    iterations: int
     rounds: dict[int, int] = field(default_factory=dict)  # iteration -> rounds it ran
-    _locks: dict[str, threading.Lock] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, graph: Graph, spec: PipelineSpec) -> Refill:
+    def of(cls, graph: Graph) -> Refill:
         """The refill rounds of a run of `graph` (none when no node refills)."""
         node = refill_node(graph)
-        rerun = upstream(graph, node.name) if node is not None else []
-        locks = {name: threading.Lock() for name in rerun}
-        return cls(node, rerun, spec.async_.max_staleness, spec.iterations, _locks=locks)
+        return cls(node, upstream(graph, node.name) if node is not None else [])
 
     def refills(self, name: str) -> bool:
+        """Whether `name` is the refilling node (its step runs the rounds)."""
         return self.node is not None and name == self.node.name
-
-    @contextmanager
-    def exclusive(self, name: str) -> Iterator[None]:
-        """Hold `name` while a step or a round of it syncs weights and runs: a round of
-        iteration i and the step of iteration i+1 never share its operator at once."""
-        lock = self._locks.get(name)
-        if lock is None:
-            yield
-            return
-        with lock:
-            yield
 
     def draw(self, step: Step, node: Node, metrics: list[dict[str, float]]) -> int | None:
         """The batch of the prompt stream source step `step` serves (None: no refill, so its
         iteration's, as always)."""
         if self.node is None or node.kind != NodeKind.source:
             return None
-        i, r = step.iteration, step.round
-        if r == 0:
-            return i + self._extra_before(i - self.k, metrics)
-        return min(i + self.k + 1, self.iterations) + self._extra_before(i, metrics) + r - 1
+        return step.iteration + self._extra_before(step.iteration, metrics) + step.round
 
     def _extra_before(self, iteration: int, metrics: list[dict[str, float]]) -> int:
         """F(iteration): the refill rounds of iterations 0..iteration-1 (from this process's
         record, else from the metrics rows a resumed run loaded)."""
         stored = {int(m["iteration"]): int(m.get(ROUNDS, 1)) for m in metrics}
         extra = 0
-        for i in range(max(0, iteration)):
+        for i in range(iteration):
             rounds = self.rounds.get(i, stored.get(i))
             if rounds is None:
                 raise RuntimeError(f"the refill rounds of iteration {i} are not known yet")
@@ -121,6 +99,7 @@ class Refill:
             joined = {p: pa.concat_tables(t) for p, t in ports.items()}
             kept = run.runner.run(node, joined, run._ctx(this))
         self.rounds[step.iteration] = len(refilled) + 1
+        _remove_later_rounds(run, step.iteration, len(refilled) + 1)
         counts = {ROUNDS: len(refilled) + 1, **_generated(run.graph, refilled)}
         counts["timing_s/refill"] = time.perf_counter() - start if refilled else 0.0
         out.append(run._checked(node, with_reported_metrics(kept, node.name, counts)))
@@ -134,12 +113,20 @@ class Refill:
             node = run.graph.nodes[name]
             this = Step(step.iteration, name, step.round)
             streams[name] = out = EdgeStream()
-            with self.exclusive(name):
-                run._sync_weights(this, node)
-                run._produce(this, node, {p: streams[up] for p, up in node.inputs.items()}, out)
+            run._sync_weights(this, node)
+            run._produce(this, node, {p: streams[up] for p, up in node.inputs.items()}, out)
             out.close()
             run._persist(this, out.table())
         return {name: stream.table() for name, stream in streams.items()}
+
+
+def _remove_later_rounds(run: Run, iteration: int, rounds: int) -> None:
+    """Delete the tables of rounds >= `rounds` that a killed process stored for this
+    iteration (a resumed run that needs fewer rounds must not leave them to readers)."""
+    base = f"{run.run_id}/iter={iteration}"
+    for name in run.storage.list(base):
+        if name.startswith("round=") and int(name.removeprefix("round=")) >= rounds:
+            run.storage.remove(f"{base}/{name}")
 
 
 def _generated(graph: Graph, refilled: list[dict[str, pa.Table]]) -> dict[str, float]:

@@ -88,7 +88,7 @@ class Run:
     refill: Refill = field(init=False)  # the refill rounds (rldag.engine.refill)
 
     def __post_init__(self) -> None:
-        self.refill = Refill.of(self.graph, self.loaded.spec)
+        self.refill = Refill.of(self.graph)
 
     @classmethod
     def start(
@@ -170,13 +170,12 @@ class Run:
         start = time.perf_counter()
         try:
             emit(NodeStarted(self.run_id, step.iteration, step.node))
+            self._sync_weights(step, node)
             streams = {p: self.stream(h) for p, h in inputs.items()}
-            with self.refill.exclusive(step.node):
-                self._sync_weights(step, node)
-                if self.refill.refills(step.node):
-                    self.refill.produce(self, step, node, streams, out)
-                else:
-                    self._produce(step, node, streams, out)
+            if self.refill.refills(step.node):  # rldag.engine.refill
+                self.refill.produce(self, step, node, streams, out)
+            else:
+                self._produce(step, node, streams, out)
             if not out.chunks:
                 raise ValueError("it emitted no table")
             out.close()

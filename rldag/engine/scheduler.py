@@ -13,7 +13,9 @@ The rules, for step (i, node) with k = `async.max_staleness`:
   worker's, or the driver's) serves one call at a time. In continuous mode
   (`async.mode: continuous`) a node whose operator is `continuous` (the torch engine's
   generate) starts step i once step i-1 has started: iteration i's prompts join the engine's
-  running batch and take the slots iteration i-1's finished sequences free.
+  running batch and take the slots iteration i-1's finished sequences free;
+- with refill rounds (rldag.engine.refill), a node a round runs again starts iteration i
+  once the refilling node has finished iteration i-1 (its rounds ran on the nodes first).
 
 k = 0 is the synchronous loop: iteration i starts after iteration i-1 has finished.
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rldag.graph.dag import Graph, Node
+from rldag.graph.refill import waits_for_refill
 
 
 @dataclass(frozen=True, order=True)
@@ -72,6 +75,7 @@ class Scheduler:
         self.first, self.last, self.k = first, last, max_staleness
         self.streaming = streaming
         self.continuous = continuous and max_staleness > 0
+        self.after = waits_for_refill(graph)  # node -> node its previous iteration waits for
         self.state: dict[Step, StepState] = {
             Step(i, name): StepState.waiting for i in range(first, last) for name in graph.order
         }
@@ -110,6 +114,9 @@ class Scheduler:
         if not self.iteration_finished(i - 1 - self.k):
             return False
         if i > self.first and not self._previous_allows(Step(i - 1, step.node), node):
+            return False
+        after = self.after.get(step.node)
+        if after and i > self.first and self.state[Step(i - 1, after)] != StepState.finished:
             return False
         return all(self._input_ready(step, up) for up in node.inputs.values())
 

@@ -58,6 +58,14 @@ def upstream(graph: Graph, name: str) -> list[str]:
     return [n for n in graph.order if n in seen]
 
 
+def waits_for_refill(graph: Graph) -> dict[str, str]:
+    """node -> the refilling node whose step of the previous iteration must have finished
+    before the node's step starts: each node a refill round runs again (a round of iteration
+    i runs before iteration i+1 moves the rollout engine to newer weights)."""
+    node = refill_node(graph)
+    return {name: node.name for name in upstream(graph, node.name)} if node else {}
+
+
 def check_refill(graph: Graph, where: str) -> None:
     """One refilling node at most; each source it re-runs draws fresh prompts per round, and
     it re-runs no trainer."""

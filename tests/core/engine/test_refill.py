@@ -1,6 +1,7 @@
 """Refill rounds draw fresh prompts so that the prompt stream is consumed once, in an order
-that timing cannot change, and a resumed run draws what the uninterrupted one drew
-(rldag/engine/refill.py; the runs themselves: tests/operators/transform/test_dapo.py)."""
+that timing cannot change, and a resumed run draws what the uninterrupted one drew; a round
+runs before the next iteration's generation (rldag/engine/refill.py; the runs themselves:
+tests/operators/transform/test_dapo.py, tests/e2e/test_chaos.py)."""
 
 from __future__ import annotations
 
@@ -10,26 +11,30 @@ import pytest
 
 from rldag.config.spec import load_pipeline
 from rldag.engine.refill import ROUNDS, Refill
-from rldag.engine.scheduler import Step
-from rldag.graph.dag import build_graph
+from rldag.engine.scheduler import Scheduler, Step
+from rldag.graph.dag import Graph, build_graph
 from tests.support.paths import ROOT
 
 ITERATIONS = 8
 
 
-@pytest.fixture(scope="module")
-def graph(tiny_task):
-    overrides = [
+def dapo_graph(tiny_task, *overrides: str) -> Graph:
+    paths = [
         f"model.path={tiny_task / 'model'}",
         f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
         f"iterations={ITERATIONS}",
     ]
-    return build_graph(load_pipeline(ROOT / "examples" / "dapo.yaml", overrides))
+    return build_graph(load_pipeline(ROOT / "examples" / "dapo.yaml", [*paths, *overrides]))
 
 
-def refill(graph, k: int, rounds: dict[int, int]) -> Refill:
-    made = Refill.of(graph, load_pipeline(ROOT / "examples" / "dapo.yaml").spec)
-    made.k, made.iterations, made.rounds = k, ITERATIONS, dict(rounds)
+@pytest.fixture(scope="module")
+def graph(tiny_task) -> Graph:
+    return dapo_graph(tiny_task)
+
+
+def refill(graph, rounds: dict[int, int]) -> Refill:
+    made = Refill.of(graph)
+    made.rounds = dict(rounds)
     return made
 
 
@@ -42,55 +47,63 @@ def draws(made: Refill, graph, rounds: dict[int, int], metrics=()) -> dict[tuple
     }
 
 
-@pytest.mark.parametrize("k", [0, 1, 2, 3])
-def test_every_batch_of_the_stream_is_drawn_once_without_gap(graph, k):
-    rng = random.Random(k)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rounds_draw_the_next_batches_of_the_stream_once_without_gap(graph, seed):
+    """batch(0), refills(0), batch(1), ...: as veRL's recipe pulls its dataloader."""
+    rng = random.Random(seed)
     rounds = {i: rng.choice([1, 1, 2, 3]) for i in range(ITERATIONS)}
-    drawn = draws(refill(graph, k, rounds), graph, rounds)
-    assert sorted(drawn.values()) == list(range(sum(rounds.values())))
+    drawn = draws(refill(graph, rounds), graph, rounds)
+    assert [drawn[key] for key in sorted(drawn)] == list(range(sum(rounds.values())))
 
 
-def test_synchronous_rounds_draw_the_next_batches_as_verl_does(graph):
-    rounds = {0: 2, 1: 1, 2: 3, **{i: 1 for i in range(3, ITERATIONS)}}
-    drawn = draws(refill(graph, 0, rounds), graph, rounds)
-    assert [drawn[(i, r)] for i, r in sorted(drawn)] == list(range(sum(rounds.values())))
-
-
-@pytest.mark.parametrize("k", [0, 1, 2])
-def test_a_batch_is_known_from_what_has_finished_when_its_step_runs(graph, k):
-    """Round 0 of iteration j needs the rounds of iterations before j - k only (finished
-    when j opens); a refill round of i those before i (the filter runs in order)."""
+def test_a_batch_is_known_from_the_iterations_before_its_own(graph):
     rounds = {i: 1 + i % 3 for i in range(ITERATIONS)}
-    every = draws(refill(graph, k, rounds), graph, rounds)
+    every = draws(refill(graph, rounds), graph, rounds)
     source = graph.nodes["prompts"]
     for (i, r), batch in every.items():
-        known = range(max(0, i - k)) if r == 0 else range(i)
-        partial = refill(graph, k, {j: rounds[j] for j in known})
-        assert partial.draw(Step(i, "prompts", r), source, []) == batch
+        before = refill(graph, {j: rounds[j] for j in range(i)})
+        assert before.draw(Step(i, "prompts", r), source, []) == batch
 
 
 def test_a_resumed_run_draws_from_the_rounds_stored_in_the_metrics(graph):
     rounds = {i: 1 + (i * 5) % 3 for i in range(ITERATIONS)}
-    uninterrupted = draws(refill(graph, 1, rounds), graph, rounds)
+    uninterrupted = draws(refill(graph, rounds), graph, rounds)
     metrics = [{"iteration": float(i), ROUNDS: float(n)} for i, n in rounds.items()]
-    resumed = refill(graph, 1, {})  # a new process: nothing recorded, the metrics loaded
+    resumed = refill(graph, {})  # a new process: nothing recorded, the metrics loaded
     assert draws(resumed, graph, rounds, metrics) == uninterrupted
 
 
 def test_without_rounds_recorded_a_draw_is_refused_not_guessed(graph):
-    made = refill(graph, 0, {})
     with pytest.raises(RuntimeError, match="refill rounds of iteration 0 are not known"):
-        made.draw(Step(1, "prompts"), graph.nodes["prompts"], [])
+        refill(graph, {}).draw(Step(1, "prompts"), graph.nodes["prompts"], [])
 
 
 def test_only_sources_draw_and_a_run_without_refill_keeps_iteration_batches(graph, tiny_task):
-    made = refill(graph, 0, {0: 3})
-    assert made.draw(Step(1, "generate"), graph.nodes["generate"], []) is None
-    overrides = [
-        f"model.path={tiny_task / 'model'}",
-        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
-        "nodes.filter.params.max_rounds=1",
-    ]
-    loaded = load_pipeline(ROOT / "examples" / "dapo.yaml", overrides)
-    plain = Refill.of(build_graph(loaded), loaded.spec)
+    assert refill(graph, {0: 3}).draw(Step(1, "generate"), graph.nodes["generate"], []) is None
+    plain = Refill.of(dapo_graph(tiny_task, "nodes.filter.params.max_rounds=1"))
     assert plain.node is None and plain.draw(Step(5, "prompts"), graph.nodes["prompts"], []) is None
+
+
+def run_steps(scheduler: Scheduler, *steps: Step) -> None:
+    for step in steps:
+        scheduler.start(step)
+        scheduler.finish(step)
+
+
+def test_a_refill_round_runs_before_the_next_iterations_generation(graph):
+    """k = 1: the nodes a round runs again wait for the filter of the iteration before (its
+    rounds sample that iteration's weights first); generation still overlaps training."""
+    scheduler = Scheduler(graph, 0, 3, max_staleness=1, streaming=False)
+    run_steps(scheduler, *(Step(0, name) for name in ("prompts", "generate", "score")))
+    assert scheduler.ready() == [Step(0, "filter")]
+    run_steps(scheduler, Step(0, "filter"), Step(0, "overlong"), Step(0, "advantage"))
+    scheduler.start(Step(0, "train"))
+    run_steps(scheduler, Step(1, "prompts"))
+    assert Step(1, "generate") in scheduler.ready()
+
+
+def test_without_refill_the_next_iteration_does_not_wait_for_the_filter(tiny_task):
+    plain = dapo_graph(tiny_task, "nodes.filter.params.max_rounds=1")
+    scheduler = Scheduler(plain, 0, 3, max_staleness=1, streaming=False)
+    run_steps(scheduler, Step(0, "prompts"))
+    assert Step(1, "prompts") in scheduler.ready()
