@@ -118,6 +118,13 @@ def test_plan_shows_the_filter_waits_for_the_whole_batch(capsys):
     assert "filter" in [name.strip() for name in whole.split(":", 1)[1].split(",")]
 
 
+def test_plan_shows_the_refill_rounds_and_what_generation_still_overlaps(capsys):
+    assert main(["plan", str(EXAMPLE), "async.max_staleness=1", "pools.colocate=[]"]) == 0
+    out = capsys.readouterr().out
+    assert "refill: while filter is short, up to 9 more rounds of prompts, generate, score" in out
+    assert "generate of iterations i+1 (pool rollout) with overlong, advantage, train of" in out
+
+
 # --- dynamic sampling: the operator ------------------------------------------------------
 
 
