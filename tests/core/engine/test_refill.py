@@ -10,10 +10,13 @@ import random
 import pytest
 
 from rldag.config.spec import load_pipeline
+from rldag.engine import checkpoints
+from rldag.engine.driver import InlineLauncher, drive
 from rldag.engine.refill import ROUNDS, Refill
 from rldag.engine.scheduler import Scheduler, Step
 from rldag.graph.dag import Graph, build_graph
 from tests.support.paths import ROOT
+from tests.support.runs import drive_inline, start_run
 
 ITERATIONS = 8
 
@@ -107,3 +110,34 @@ def test_without_refill_the_next_iteration_does_not_wait_for_the_filter(tiny_tas
     scheduler = Scheduler(plain, 0, 3, max_staleness=1, streaming=False)
     run_steps(scheduler, Step(0, "prompts"))
     assert Step(1, "prompts") in scheduler.ready()
+
+
+@pytest.mark.slow
+def test_a_resumed_iteration_removes_the_rounds_a_killed_process_stored_beyond_its_own(
+    tiny_task, tmp_path
+):
+    """Rounds of a killed process's attempt at an iteration are rewritten by the resumed one;
+    one it needs no more (its generation came out otherwise) must not stay for readers."""
+    overrides = [
+        f"model.path={tiny_task / 'model'}",
+        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
+        f"storage.uri={tmp_path}",
+        "ray.enabled=false",
+        "iterations=2",
+        "checkpoint.every=1",
+        "nodes.prompts.params.batch_size=4",
+        "nodes.prompts.params.oversample=1.0",
+        "nodes.generate.params.n=4",
+    ]
+    first = drive_inline(start_run(ROOT / "examples" / "dapo.yaml", *overrides))
+    rounds = first.rounds(1)
+    stale = f"{first.run_id}/iter=1/round={len(rounds)}/prompts.parquet"
+    first.storage.write_table(stale, first.table("prompts", 1))
+    assert first.rounds(1) == [*rounds, len(rounds)]
+    # as a process killed before it committed iteration 1 leaves it: resumed from iteration 0
+    first.storage.write_text(f"{first.run_id}/{checkpoints.LATEST}", '{"iteration": 0}')
+
+    run = start_run(ROOT / "examples" / "dapo.yaml", *overrides, run_id=first.run_id)
+    drive(run, InlineLauncher(run), first=checkpoints.resume(run))
+    assert first.rounds(1) == rounds  # the same rounds again, and no other
+    assert [m["iteration"] for m in first.metrics()] == [0, 1]
