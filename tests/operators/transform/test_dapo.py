@@ -291,8 +291,8 @@ def test_dapo_pipeline_trains_only_on_informative_groups(run_pipeline, k):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("k", [0, 1])
-def test_refill_fills_the_batch_with_informative_groups_only(run_pipeline, k):
+@pytest.mark.parametrize(("k", "mode"), [(0, "iteration"), (1, "iteration"), (1, "continuous")])
+def test_refill_fills_the_batch_with_informative_groups_only(run_pipeline, k, mode):
     """Without oversampling the first round is short; refill rounds on fresh prompts fill
     each iteration's batch with informative groups, the earliest rounds' first."""
     iterations, train_groups, n = 4, 8, 4
@@ -301,6 +301,7 @@ def test_refill_fills_the_batch_with_informative_groups_only(run_pipeline, k):
         f"iterations={iterations}",
         "ray.enabled=false",
         f"async.max_staleness={k}",
+        f"async.mode={mode}",
         f"nodes.prompts.params.batch_size={train_groups}",
         "nodes.prompts.params.oversample=1.0",
         f"nodes.generate.params.n={n}",
@@ -329,6 +330,9 @@ def test_refill_fills_the_batch_with_informative_groups_only(run_pipeline, k):
         assert m["refill/extra_tokens"] == tokens
         assert (m["timing_s/refill"] > 0) == (len(rounds) > 1)
         versions = set(run.all_rounds("generate", i)["policy_version"].to_pylist())
-        assert versions == {max(0, i - k)}  # every round samples the iteration's policy
+        if mode == "iteration":  # every round samples the iteration's policy
+            assert versions == {max(0, i - k)}
+        else:  # the newest, within the bound
+            assert min(versions) >= i - k
         assert run.table("advantage", i).num_rows == kept.num_rows == train_groups * n
     assert sorted(drawn) == list(range(len(drawn)))  # every prompt of the stream once, no gap
