@@ -67,8 +67,7 @@ def waits_for_refill(graph: Graph) -> dict[str, str]:
 
 
 def check_refill(graph: Graph, where: str) -> None:
-    """One refilling node at most; each source it re-runs draws fresh prompts per round, and
-    it re-runs no trainer."""
+    """One refilling node at most, and each source it re-runs draws fresh prompts per round."""
     refilling = [n for n in graph.nodes.values() if max_rounds(n) > 1]
     if not refilling:
         return
@@ -91,14 +90,6 @@ def check_refill(graph: Graph, where: str) -> None:
                 f"source '{name}' (op {node.op.name}) serves one batch per iteration: use a "
                 "source that draws a new batch per round (dataset, hf_dataset) or set "
                 f"{first.op.refill_rounds}: 1",
-                path=path,
-                where=where,
-            )
-        if node.kind == NodeKind.train:
-            raise GraphError(
-                f"node '{first.name}' runs up to {rounds} rounds of the nodes before it, and "
-                f"train node '{name}' is one of them (a round would train again): put the "
-                f"filter before the trainer or set {first.op.refill_rounds}: 1",
                 path=path,
                 where=where,
             )
