@@ -1,12 +1,11 @@
 """`dataset` source: prompts from a Parquet or JSONL file, one batch per iteration.
 
 veRL-format Parquet loads as is: `reward_model.ground_truth` becomes `ground_truth`, a struct
-`extra_info` becomes a JSON string. Each epoch is a seeded permutation, so iteration i's batch
-is a pure function of (seed, i): a resumed run sees the same prompts. With refill rounds
-(docs/guides/dapo.md#refill) batch b of that stream is served by the call whose
-`ctx.batch_index` is b. `oversample` hands out
-more prompts per iteration than the train batch needs, for a filter that drops some groups
-(`dynamic_sampling`).
+`extra_info` becomes a JSON string. Each epoch is a seeded permutation, so batch b of the
+prompt stream is a pure function of (seed, b): a resumed run sees the same prompts. Batch b
+is iteration b's, unless DAPO's refill rounds drew batches too (`ctx.batch_index`;
+docs/guides/dapo.md#refill). `oversample` hands out more prompts per batch than the train
+batch needs, for a filter that drops some groups (`dynamic_sampling`).
 """
 
 from __future__ import annotations

@@ -151,9 +151,9 @@ class OperatorDef:
     preflight: Callable[[Any], None] | None = None  # params -> checks before compute (the
     # model's chat template): raises InputError with a key path relative to the params
     draws: bool = False  # a source whose batch follows ctx.batch_index (refill rounds draw anew)
-    # a filter that may ask for refill rounds: params -> the most rounds an iteration runs
-    # (1: none); it reports how many groups it lacks with rldag.graph.refill.with_shortfall
-    refill_rounds: Callable[[Any], int] | None = None
+    # a filter that may ask for refill rounds: the params key of the most rounds an iteration
+    # runs (1: none); it says how many groups it lacks with rldag.graph.refill.with_shortfall
+    refill_rounds: str | None = None
     description: str = ""
 
     @property
