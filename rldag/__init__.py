@@ -16,6 +16,7 @@ from rldag.config.errors import (
 from rldag.config.moved import CORE_MOVES, MovedPathWarning, install
 from rldag.config.spec import NodeKind, PoolName, check_choice, check_positive
 from rldag.graph.operator import NodeContext, OperatorDef, PoolReservation, Port
+from rldag.graph.refill import with_shortfall
 from rldag.graph.registry import (
     Registry,
     import_target,
@@ -57,4 +58,5 @@ __all__ = [
     "register_path",
     "type_name",
     "with_reported_metrics",
+    "with_shortfall",
 ]

@@ -1,8 +1,8 @@
 """Whether two stored runs hold the same rows and metrics: every ``iter=<i>/<node>.parquet``
-equal in schema and rows (measured times left out, in columns and in the metrics reported
-in schema metadata) and ``metrics.parquet`` equal outside the columns that
-measure time. For a refactor's "behaviour unchanged" check: the same pipeline run before and
-after it on one machine.
+(and refill round's ``iter=<i>/round=<r>/<node>.parquet``) equal in schema and rows
+(measured times left out, in columns and in the metrics reported in schema metadata) and
+``metrics.parquet`` equal outside the columns that measure time. For a refactor's
+"behaviour unchanged" check: the same pipeline run before and after it on one machine.
 
     python scripts/compare_runs.py RUN_DIR_A RUN_DIR_B [--added COLUMN ...]
 
@@ -25,8 +25,8 @@ TIMING = ("timing_s/", "perf/", "_s", "seconds", "tokens_per_s", "time", "elapse
 
 
 def tables(run: Path) -> dict[str, Path]:
-    """``iter=<i>/<node>`` -> its Parquet file."""
-    return {str(p.relative_to(run)): p for p in sorted(run.glob("iter=*/*.parquet"))}
+    """``iter=<i>/<node>`` (and ``iter=<i>/round=<r>/<node>``) -> its Parquet file."""
+    return {str(p.relative_to(run)): p for p in sorted(run.glob("iter=*/**/*.parquet"))}
 
 
 def timing(column: str) -> bool:

@@ -184,10 +184,11 @@ class PolicyEngine:
 
     def sampling(self, ctx: NodeContext, max_new_tokens: int) -> tuple[SamplingParams, int]:
         """The iteration's sampling params and a second base seed (server groups, episodes):
-        a pure function of (seed, iteration)."""
+        a pure function of (seed, iteration, refill round)."""
         from operators.rollout.sampling import SamplingParams
 
-        seeds = np.random.SeedSequence([ctx.seed, ctx.iteration]).generate_state(2, np.uint64)
+        key = [ctx.seed, ctx.iteration] + ([ctx.round] if ctx.round else [])  # round 0: as ever
+        seeds = np.random.SeedSequence(key).generate_state(2, np.uint64)
         params = SamplingParams(
             n=self.p.n,
             temperature=self.p.temperature,

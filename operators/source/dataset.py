@@ -1,10 +1,11 @@
 """`dataset` source: prompts from a Parquet or JSONL file, one batch per iteration.
 
 veRL-format Parquet loads as is: `reward_model.ground_truth` becomes `ground_truth`, a struct
-`extra_info` becomes a JSON string. Each epoch is a seeded permutation, so iteration i's batch
-is a pure function of (seed, i): a resumed run sees the same prompts. `oversample` hands out
-more prompts per iteration than the train batch needs, for a filter that drops some groups
-(`dynamic_sampling`).
+`extra_info` becomes a JSON string. Each epoch is a seeded permutation, so batch b of the
+prompt stream is a pure function of (seed, b): a resumed run sees the same prompts. Batch b
+is iteration b's, unless DAPO's refill rounds drew batches too (`ctx.batch_index`;
+docs/guides/dapo.md#refill). `oversample` hands out more prompts per batch than the train
+batch needs, for a filter that drops some groups (`dynamic_sampling`).
 """
 
 from __future__ import annotations
@@ -168,7 +169,8 @@ def normalise(table: pa.Table, params: DatasetParams, answer_hint: str = ANSWER_
 
 
 class DatasetSource:
-    """Serves batch i of the seeded epoch order; prompt ids are unique across the run."""
+    """Serves batch `ctx.batch_index` of the seeded epoch order (the iteration, unless refill
+    rounds drew batches too); prompt ids are positions in that stream, unique across the run."""
 
     def __init__(self, params: DatasetParams) -> None:
         self.params = params
@@ -178,14 +180,14 @@ class DatasetSource:
         check_rows(path, table, params.prompt_key, data)
         self.table = normalise(table, params)
 
-    def batch_indices(self, iteration: int, seed: int) -> np.ndarray:
-        """Dataset rows of iteration `iteration`'s batch (wrapping over epochs)."""
+    def batch_indices(self, batch: int, seed: int) -> np.ndarray:
+        """Dataset rows of batch `batch` of the prompt stream (wrapping over epochs)."""
         rows, size = self.table.num_rows, self.params.prompts_per_iteration
-        return batch_indices(rows, size, iteration, seed, self.params.shuffle)
+        return batch_indices(rows, size, batch, seed, self.params.shuffle)
 
     def __call__(self, inputs: dict, ctx: NodeContext) -> pa.Table:
-        batch = self.table.take(self.batch_indices(ctx.iteration, ctx.seed))
-        start = ctx.iteration * self.params.prompts_per_iteration
+        batch = self.table.take(self.batch_indices(ctx.batch_index, ctx.seed))
+        start = ctx.batch_index * self.params.prompts_per_iteration
         ids = pa.array(np.arange(start, start + batch.num_rows), pa.int64())
         return batch.set_column(0, "prompt_id", ids)
 
@@ -197,6 +199,7 @@ DATASET = OperatorDef(
     adds=(col("prompt_id"), col("prompt"), col("data_source"), col("ground_truth")),
     params=DatasetParams,
     stateful=True,
+    draws=True,
     output_schema=dataset_schema,
     description="Prompts from a Parquet/JSONL file (veRL format accepted), a batch per iteration.",
 )

@@ -170,7 +170,8 @@ class ArrowStream:
 
 
 class HfDatasetSource:
-    """Serves batch i; prompt ids are unique across the run (i * batch_size + row)."""
+    """Serves batch `ctx.batch_index` (the iteration's, unless refill rounds drew batches too);
+    prompt ids are unique across the run (batch * batch_size + row)."""
 
     def __init__(self, params: HfDatasetParams) -> None:
         self.params = params
@@ -188,18 +189,19 @@ class HfDatasetSource:
             self._streams[seed] = ArrowStream(dataset)
         return self._streams[seed]
 
-    def rows(self, iteration: int, seed: int) -> tuple[pa.Table, np.ndarray]:
-        """Iteration `iteration`'s rows, as stored, and their dataset indices."""
+    def rows(self, batch: int, seed: int) -> tuple[pa.Table, np.ndarray]:
+        """Batch `batch`'s rows (the iteration's, unless refill rounds drew batches too), as
+        stored, and their dataset indices."""
         size = self.params.batch_size
         if self.params.streaming:
-            return self._stream(seed).take(iteration * size, size)
-        order = batch_indices(len(self.dataset), size, iteration, seed, self.params.shuffle)
+            return self._stream(seed).take(batch * size, size)
+        order = batch_indices(len(self.dataset), size, batch, seed, self.params.shuffle)
         return self._arrow[order.tolist()], order
 
     def __call__(self, inputs: dict, ctx: NodeContext) -> pa.Table:
-        rows, index = self.rows(ctx.iteration, ctx.seed)
+        rows, index = self.rows(ctx.batch_index, ctx.seed)
         batch = to_our_columns(rows, self.params)
-        start = ctx.iteration * self.params.batch_size
+        start = ctx.batch_index * self.params.batch_size
         batch = batch.set_column(0, "prompt_id", pa.array(np.arange(start, start + len(index))))
         position = batch.schema.get_field_index("dataset_index")
         return batch.set_column(position, "dataset_index", pa.array(index, pa.int64()))
@@ -212,6 +214,7 @@ HF_DATASET = OperatorDef(
     adds=DATASET.adds,  # the same columns as the `dataset` source
     params=HfDatasetParams,
     stateful=True,
+    draws=True,
     output_schema=hf_dataset_schema,
     description="Prompts from a Hugging Face datasets directory (save_to_disk or data files).",
 )

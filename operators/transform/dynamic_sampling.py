@@ -1,10 +1,12 @@
 """`dynamic_sampling` transform: DAPO's dynamic sampling (veRL's `filter_groups`).
 
 A prompt group (the rows sharing `prompt_id`) whose metric is the same for every sample has
-zero variance, so GRPO gives it no signal; the filter drops it. With a source that
-oversamples (`dataset` `oversample`), it keeps the first `train_groups` informative groups in
-prompt order and drops the surplus; when fewer exist it keeps them all and reports the
-shortfall. Counts per iteration go to the metrics (`dapo/...`).
+zero variance, so GRPO gives it no signal; the filter drops it. It keeps the first
+`train_groups` informative groups in prompt order and drops the surplus. When fewer exist
+it tells the engine how many it lacks, and the engine runs a refill round (up to
+`max_rounds` in all: rldag.engine.refill) on fresh prompts and calls it again on the rows
+of every round; after the last round it keeps what it has and reports the shortfall.
+Counts per iteration go to the metrics (`dapo/...`).
 
 It needs the whole batch (the first N in prompt order is only known once every group has
 arrived), so it does not stream; it carries no state across iterations and only removes
@@ -28,6 +30,7 @@ from rldag import (
     check_positive,
     columns,
     with_reported_metrics,
+    with_shortfall,
 )
 
 
@@ -80,9 +83,13 @@ class DynamicSamplingParams:
 
     metric: str = "reward"  # numeric column whose spread within a group is the signal
     train_groups: int = 0  # groups to keep (first informative in prompt order); 0 = all
+    # rounds of fresh prompts an iteration may generate to fill train_groups (1: no refill;
+    # veRL's max_num_gen_batches in the DAPO recipe)
+    max_rounds: int = 10
 
     def __post_init__(self) -> None:
         check_positive("train_groups", self.train_groups, allow_zero=True)
+        check_positive("max_rounds", self.max_rounds)
 
 
 def metric_values(table: pa.Table, metric: str, node: str) -> np.ndarray:
@@ -115,12 +122,18 @@ class DynamicSampling:
         table = inputs["scored"]
         metric = metric_values(table, self.p.metric, ctx.node)
         selection = select_groups(metric, table["prompt_id"].to_numpy(), self.p.train_groups)
-        if selection.kept == 0:
+        last_round = ctx.round + 1 >= self.p.max_rounds
+        if selection.kept == 0 and last_round:
+            rounds = f" ({ctx.round + 1} rounds)" if ctx.round else ""
             raise ValueError(
-                f"no prompt group of the {selection.groups} in iteration {ctx.iteration} has "
-                f"two different '{self.p.metric}' values: nothing to train on; raise the "
-                "source's oversample or the generate node's n"
+                f"no prompt group of the {selection.groups}{rounds} in iteration "
+                f"{ctx.iteration} has two different '{self.p.metric}' values: nothing to train "
+                "on; raise max_rounds, the source's oversample or the generate node's n"
             )
+        kept = table.filter(pa.array(selection.keep))
+        kept = with_reported_metrics(kept, ctx.node, selection.counts())
+        if not last_round:
+            return with_shortfall(kept, ctx.node, selection.short or int(selection.kept == 0))
         if selection.short:
             ctx.log.info(
                 "%s: iteration %d has %d informative prompt groups, %d short of train_groups=%d",
@@ -130,8 +143,7 @@ class DynamicSampling:
                 selection.short,
                 self.p.train_groups,
             )
-        kept = table.filter(pa.array(selection.keep))
-        return with_reported_metrics(kept, ctx.node, selection.counts())
+        return kept
 
 
 DYNAMIC_SAMPLING = OperatorDef(
@@ -141,5 +153,7 @@ DYNAMIC_SAMPLING = OperatorDef(
     ports=(Port("scored", columns("prompt_id")),),
     params=DynamicSamplingParams,
     max_workers=1,  # picks the first N groups of the whole batch
-    description="DAPO dynamic sampling: drop zero-variance groups, keep the first N informative.",
+    refill_rounds="max_rounds",
+    description="DAPO dynamic sampling: drop zero-variance groups, keep the first N informative, "
+    "refilling with fresh prompts up to max_rounds.",
 )

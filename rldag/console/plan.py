@@ -7,6 +7,7 @@ from rich.console import Console
 from rldag.compute.placement import Placement
 from rldag.config.spec import AsyncMode, LoadedPipeline, WeightsTransport
 from rldag.engine.scheduler import emits_chunks
+from rldag.graph import refill
 from rldag.graph.dag import Graph, Node
 
 
@@ -119,13 +120,16 @@ def print_execution(console: Console, loaded: LoadedPipeline, graph: Graph) -> N
             if node.weights_from is None:
                 continue
             later = [n for n in graph.order if n != node.name and n in _downstream(graph, node)]
+            if filtered := refill.waits_for_refill(graph).get(node.name):  # after its rounds
+                later = [n for n in later if n in _downstream(graph, graph.nodes[filtered])]
             ahead = "i+1" if k == 1 else f"i+1..i+{k}"
             console.print(
                 f"  overlaps: {node.name} of iterations {ahead} (pool {node.pool}) "
                 f"with {', '.join(later)} of iteration i",
                 highlight=False,
             )
-        engines = [n for n, node in graph.nodes.items() if node.op.continuous]
+        waits = refill.waits_for_refill(graph)  # with refill, no engine overlaps iterations
+        engines = [n for n, node in graph.nodes.items() if node.op.continuous and n not in waits]
         if continuous and engines:
             console.print(
                 f"  continuous: {', '.join(engines)} of iterations i..i+{k} share one engine "
@@ -133,6 +137,14 @@ def print_execution(console: Console, loaded: LoadedPipeline, graph: Graph) -> N
                 "decode steps, each token's version stored in response_versions",
                 highlight=False,
             )
+    if (refilling := refill.refill_node(graph)) is not None:
+        rerun = ", ".join(refill.upstream(graph, refilling.name))
+        more = refill.max_rounds(refilling) - 1
+        console.print(
+            f"  refill: while {refilling.name} is short, up to {more} more rounds of {rerun} "
+            "per iteration, on fresh prompts",
+            highlight=False,
+        )
     chunk = loaded.spec.async_.chunk_groups
     readers = [node for node in graph.nodes.values() if node.inputs]
     waits = {node.name: _waits_because(loaded, graph, node) for node in readers}

@@ -25,6 +25,7 @@ from rldag.config.spec import AsyncMode, LoadedPipeline
 from rldag.engine import checkpoints
 from rldag.engine.events import NodeFinished, NodeStarted, Starting, emit
 from rldag.engine.metrics import iteration_metrics
+from rldag.engine.refill import Refill
 from rldag.engine.scheduler import Step, emits_chunks, weights_version
 from rldag.engine.stop import StopRequest
 from rldag.engine.streams import EdgeStream
@@ -84,6 +85,10 @@ class Run:
     _pending: dict[int, list[tuple[str, Future]]] = field(default_factory=dict)
     lock: RunLock | None = None  # this process's hold on the run directory (rldag.storage.run_lock)
     stop: StopRequest = field(default_factory=StopRequest)  # set by a signal or a cancel
+    refill: Refill = field(init=False)  # the refill rounds (rldag.engine.refill)
+
+    def __post_init__(self) -> None:
+        self.refill = Refill.of(self.graph)
 
     @classmethod
     def start(
@@ -166,7 +171,11 @@ class Run:
         try:
             emit(NodeStarted(self.run_id, step.iteration, step.node))
             self._sync_weights(step, node)
-            self._produce(step, node, {p: self.stream(h) for p, h in inputs.items()}, out)
+            streams = {p: self.stream(h) for p, h in inputs.items()}
+            if self.refill.refills(step.node):  # rldag.engine.refill
+                self.refill.produce(self, step, node, streams, out)
+            else:
+                self._produce(step, node, streams, out)
             if not out.chunks:
                 raise ValueError("it emitted no table")
             out.close()
@@ -195,6 +204,7 @@ class Run:
         spec = self.loaded.spec
         continuous = self.continuous and self.graph.nodes[step.node].op.continuous
         chunks = spec.async_.chunk_groups
+        draw = self.refill.draw(step, self.graph.nodes[step.node], self.metrics)
         return NodeContext(
             step.node,
             step.iteration,
@@ -202,6 +212,8 @@ class Run:
             self.uri,
             chunk_groups=chunks,
             continuous=continuous,
+            round=step.round,
+            draw=draw,
         )
 
     def _produce(
@@ -291,7 +303,8 @@ class Run:
                     del self.snapshots[old]  # generate of iteration i needs version i - k
 
     def _persist(self, step: Step, table: pa.Table) -> EdgeHandle:
-        rel = f"{self.run_id}/iter={step.iteration}/{step.node}.parquet"
+        refill = f"round={step.round}/" if step.round else ""  # rldag.engine.refill
+        rel = f"{self.run_id}/iter={step.iteration}/{refill}{step.node}.parquet"
         uri = ""
         if self._persists(step.node):  # written in the background; finish_iteration waits
             uri = self.storage.uri(rel)

@@ -13,7 +13,9 @@ The rules, for step (i, node) with k = `async.max_staleness`:
   worker's, or the driver's) serves one call at a time. In continuous mode
   (`async.mode: continuous`) a node whose operator is `continuous` (the torch engine's
   generate) starts step i once step i-1 has started: iteration i's prompts join the engine's
-  running batch and take the slots iteration i-1's finished sequences free.
+  running batch and take the slots iteration i-1's finished sequences free;
+- with refill rounds (rldag.engine.refill), a node a round runs again starts iteration i
+  once the refilling node has finished iteration i-1 (its rounds ran on the nodes first).
 
 k = 0 is the synchronous loop: iteration i starts after iteration i-1 has finished.
 """
@@ -24,14 +26,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rldag.graph.dag import Graph, Node
+from rldag.graph.refill import waits_for_refill
 
 
 @dataclass(frozen=True, order=True)
 class Step:
-    """One node of one iteration: the unit the scheduler starts."""
+    """One node of one iteration: the unit the scheduler starts (a refill round r >= 1 of it
+    runs inside the refilling node's step: rldag.engine.refill)."""
 
     iteration: int
     node: str
+    round: int = 0
 
 
 class StepState(StrEnum):
@@ -70,6 +75,7 @@ class Scheduler:
         self.first, self.last, self.k = first, last, max_staleness
         self.streaming = streaming
         self.continuous = continuous and max_staleness > 0
+        self.after = waits_for_refill(graph)  # node -> node its previous iteration waits for
         self.state: dict[Step, StepState] = {
             Step(i, name): StepState.waiting for i in range(first, last) for name in graph.order
         }
@@ -108,6 +114,9 @@ class Scheduler:
         if not self.iteration_finished(i - 1 - self.k):
             return False
         if i > self.first and not self._previous_allows(Step(i - 1, step.node), node):
+            return False
+        after = self.after.get(step.node)
+        if after and i > self.first and self.state[Step(i - 1, after)] != StepState.finished:
             return False
         return all(self._input_ready(step, up) for up in node.inputs.values())
 

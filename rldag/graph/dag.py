@@ -15,6 +15,7 @@ from rldag.config.errors import GraphError, InputError
 from rldag.config.model_paths import check_param_model_paths
 from rldag.config.spec import LoadedPipeline, NodeKind, NodeSpec, merge_params
 from rldag.graph.operator import OperatorDef
+from rldag.graph.refill import check_refill
 from rldag.graph.registry import resolve
 from rldag.graph.schema import check_edge, extend, to_schema
 from rldag.graph.streaming import shares_workers, wait_reason
@@ -214,6 +215,7 @@ def build_graph(loaded: LoadedPipeline) -> Graph:
             node.op = replace(node.op, streams=False)
     graph = Graph({name: partial[name] for name in order})
     _check_overlap(loaded, graph)
+    check_refill(graph, where)
     return graph
 
 

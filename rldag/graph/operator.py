@@ -55,7 +55,15 @@ class NodeContext:
     chunk_groups: int = 0  # a streaming operator emits this many prompt groups at a time
     continuous: bool = False  # a `continuous` operator's calls of later iterations overlap
     companion: PoolReservation | None = None  # on Ray: the operator's companion pool
+    round: int = 0  # the refill round of the iteration (rldag.engine.refill); 0: the first
+    draw: int | None = None  # which batch of the prompt stream a source serves (None: iteration)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("rldag.ops"))
+
+    @property
+    def batch_index(self) -> int:
+        """The batch of the prompt stream a source serves: its iteration, unless refill rounds
+        of earlier iterations drew batches of their own (docs/guides/dapo.md#refill)."""
+        return self.iteration if self.draw is None else self.draw
 
 
 class OperatorInstance(Protocol):
@@ -157,6 +165,10 @@ class OperatorDef:
     adds_from_inputs: Callable[[Any, Mapping[str, pa.Schema]], tuple[Column, ...]] | None = None
     preflight: Callable[[Any], None] | None = None  # params -> checks before compute (the
     # model's chat template): raises InputError with a key path relative to the params
+    draws: bool = False  # a source whose batch follows ctx.batch_index (refill rounds draw anew)
+    # a filter that may ask for refill rounds: the params key of the most rounds an iteration
+    # runs (1: none); it says how many groups it lacks with rldag.graph.refill.with_shortfall
+    refill_rounds: str | None = None
     description: str = ""
 
     @property

@@ -22,9 +22,13 @@ def _reported_key(node: str) -> bytes:
 def with_reported_metrics(table: pa.Table, node: str, values: Mapping[str, float]) -> pa.Table:
     """`table` carrying counts its node reports for the iteration, in its schema metadata
     (so the stored Parquet file keeps them too); rldag.engine.metrics adds them to the row.
-    Keyed by node: downstream tables that inherit the metadata do not count them again."""
+    Keyed by node: downstream tables that inherit the metadata do not count them again.
+    They join what the node's table reports already (the engine's refill counts join a
+    filter's own)."""
     metadata = dict(table.schema.metadata or {})
-    metadata[_reported_key(node)] = json.dumps({k: float(v) for k, v in values.items()}).encode()
+    key = _reported_key(node)
+    reported = json.loads(metadata.get(key, b"{}")) | {k: float(v) for k, v in values.items()}
+    metadata[key] = json.dumps(reported).encode()
     return table.replace_schema_metadata(metadata)
 
 

@@ -12,6 +12,7 @@ do. Unset, `kill_point` is one comparison. The points:
 | ``checkpoint`` | a trainer's state is saved; its policy versions and ``latest.json`` not yet |
 | ``weight_sync`` | a generate step is about to load its policy version |
 | ``stream_chunk`` | a streaming step has appended a chunk to its output stream |
+| ``refill`` | a refill round (rldag.engine.refill) is about to start; the rounds before it ran |
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import signal
 import threading
 
 ENV = "RLDAG_CHAOS_KILL_AT"
-POINTS = ("parquet", "checkpoint", "weight_sync", "stream_chunk")
+POINTS = ("parquet", "checkpoint", "weight_sync", "stream_chunk", "refill")
 
 
 def _target(value: str | None) -> tuple[str, int] | None:

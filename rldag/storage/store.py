@@ -271,6 +271,12 @@ class Storage:
         """Whether a file or directory exists at `rel`."""
         return self.fs.exists(self._path(rel))
 
+    def remove(self, rel: str) -> None:
+        """Delete the file or directory tree at `rel`, if any."""
+        path = self._path(rel)
+        if self.fs.exists(path):
+            self.fs.rm(path, recursive=True)
+
     def list(self, rel: str) -> list[str]:
         """Names directly under `rel` (sorted), empty when it does not exist."""
         path = self._path(rel)

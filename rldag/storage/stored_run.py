@@ -66,12 +66,20 @@ class StoredRun:
         order = list(self.pipeline.get("nodes") or {})
         return [n for n in order if n in stored] + sorted(stored - set(order))
 
+    def rounds(self, iteration: int) -> list[int]:
+        """The refill rounds this iteration ran: [0] without refill, else 0 and each round r
+        that stored its tables under `iter=<i>/round=<r>/` (rldag.engine.refill)."""
+        names = self.storage.list(f"{self.run_id}/iter={iteration}")
+        found = (re.fullmatch(r"round=(\d+)", n) for n in names)
+        return [0, *sorted(int(m.group(1)) for m in found if m)]
+
     def rows(self, iteration: int, node: str) -> int:
         """A stored table's row count (from the Parquet footer)."""
         return self.storage.table_rows(f"{self.run_id}/iter={iteration}/{node}.parquet")
 
-    def table(self, iteration: int, node: str) -> pa.Table:
-        """A node's stored table of one iteration; InputError naming what exists if absent."""
+    def table(self, iteration: int, node: str, round: int = 0) -> pa.Table:
+        """A node's stored table of one iteration (of its refill round `round`); InputError
+        naming what exists if absent."""
         if iteration not in self.iterations():
             have = ", ".join(map(str, self.iterations())) or "none"
             raise InputError(f"iteration {iteration} not stored (stored: {have})", path="--iter")
@@ -80,7 +88,8 @@ class StoredRun:
             have = ", ".join(nodes) or "none"
             message = f"node {node!r} stored no table in iteration {iteration} (stored: {have})"
             raise InputError(message, path="--node")
-        return self.storage.read_table(f"{self.run_id}/iter={iteration}/{node}.parquet")
+        refill = f"round={round}/" if round else ""
+        return self.storage.read_table(f"{self.run_id}/iter={iteration}/{refill}{node}.parquet")
 
     def last_iteration(self, node: str) -> int:
         """The last iteration that stored `node`'s table; InputError if none did."""

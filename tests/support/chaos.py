@@ -2,8 +2,9 @@
 bench/chaos_resume.py: `rldag run` (the real CLI, in a session of its own) is SIGKILLed with
 its process group at seeded kill points (rldag/storage/kill_points.py), resumed with
 `--resume RUN_ID` until it completes, and the stored run is checked against the invariants:
-every prompt of the epoch consumed once, no row missing or duplicated, no torn or temporary
-file, and the rows of the uninterrupted run (scripts/compare_runs.py)."""
+every prompt of the epoch consumed once (over the refill rounds too: rldag/engine/refill.py),
+no row missing or duplicated, no torn or temporary file, and the rows of the uninterrupted
+run (scripts/compare_runs.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ PIPELINE = ROOT / "examples" / "dapo.yaml"  # DAPO's dynamic sampling over an ov
 @dataclass(frozen=True)
 class Shape:
     """The chaos run's size: `iterations` of `batch_size` x `oversample` prompts, `n` samples
-    each, from a dataset of exactly one epoch, so every row is consumed once."""
+    each, from a dataset of exactly one epoch of first rounds (refill rounds draw on into the
+    next), so every row is consumed once before any is again."""
 
     k: int  # async.max_staleness
     iterations: int = 5
@@ -45,6 +47,8 @@ class Shape:
     every: int = 2  # checkpoint.every
     chunk_groups: int = 2  # async.chunk_groups: score streams generate's prompt groups
     seed: int = 0
+    ray: bool = True  # False: every node in the driver process (ray.enabled=false)
+    max_rounds: int | None = None  # the filter's refill bound (None: the pipeline's)
 
     @property
     def prompts_per_iteration(self) -> int:
@@ -60,10 +64,13 @@ class Shape:
         chunks = -(-self.prompts_per_iteration // self.chunk_groups)
         synced = (self.iterations - self.k) / self.iterations  # k > 0: not the first k
         per = {"parquet": nodes + 1, "checkpoint": 1 / self.every, "weight_sync": synced}
+        per["refill"] = 0.5  # about every other iteration runs a refill round
         return per.get(point, 2.0 * chunks)  # stream_chunk: generate's chunks and score's
 
     def overrides(self, tiny_task: Path, data: Path, storage: Path) -> list[str]:
         pools = ["pools.colocate=[]"] if self.k else []  # split pools, so iterations overlap
+        pools += [] if self.ray else ["ray.enabled=false"]
+        pools += [f"nodes.filter.params.max_rounds={self.max_rounds}"] if self.max_rounds else []
         return [
             *pools,
             f"async.max_staleness={self.k}",
@@ -250,49 +257,70 @@ def check(run_dir: Path, reference: Path, shape: Shape) -> dict[str, list[str]]:
     }
 
 
-def _table(run_dir: Path, iteration: int, node: str) -> pa.Table:
-    return pq.read_table(run_dir / f"iter={iteration}" / f"{node}.parquet")
+def _table(run_dir: Path, iteration: int, node: str, round: int = 0) -> pa.Table:
+    refill = f"round={round}/" if round else ""
+    return pq.read_table(run_dir / f"iter={iteration}" / f"{refill}{node}.parquet")
+
+
+def _rounds(run_dir: Path, iteration: int) -> list[int]:
+    """The refill rounds the iteration stored: 0, then each `round=<r>/`."""
+    found = [p.name.removeprefix("round=") for p in (run_dir / f"iter={iteration}").glob("round=*")]
+    return [0, *sorted(int(r) for r in found)]
 
 
 def _prompts_once(run_dir: Path, shape: Shape) -> list[str]:
-    """The prompts tables hold the epoch's rows in the cursor's seeded order, each once, with
-    prompt ids 0.. without gap or repeat."""
+    """The prompts tables of every round hold whole batches of the cursor's seeded stream:
+    ordered by prompt id, the ids are 0.. without gap or repeat and their dataset rows are
+    the stream's (each epoch's rows once each, in its seeded order)."""
     size = shape.prompts_per_iteration
     ids, rows, problems = [], [], []
     for i in range(shape.iterations):
-        prompts = _table(run_dir, i, "prompts")
-        ids += prompts["prompt_id"].to_pylist()
-        rows += prompts["dataset_index"].to_pylist()
-        expected = batch_indices(shape.rows, size, i, shape.seed, True).tolist()
-        if prompts["dataset_index"].to_pylist() != expected:
-            problems.append(f"iter={i}: dataset rows {rows[-size:]}, the cursor says {expected}")
-    if ids != list(range(shape.rows)):
-        problems.append(f"prompt ids {ids} are not 0..{shape.rows - 1} once each")
-    if sorted(rows) != list(range(shape.rows)):
-        problems.append(f"dataset rows {sorted(rows)} are not the epoch's, once each")
+        for r in _rounds(run_dir, i):
+            prompts = _table(run_dir, i, "prompts", r)
+            batch = prompts["prompt_id"].to_pylist()
+            if not batch or batch[0] % size or batch != list(range(batch[0], batch[0] + size)):
+                problems.append(f"iter={i} round {r}: prompt ids {batch} are not a whole batch")
+            ids += batch
+            rows += prompts["dataset_index"].to_pylist()
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    if sorted(ids) != list(range(len(ids))):
+        problems.append(f"prompt ids {sorted(ids)} are not 0..{len(ids) - 1} once each")
+    batches = -(-len(ids) // size)
+    stream = [
+        b for n in range(batches) for b in batch_indices(shape.rows, size, n, shape.seed, True)
+    ]
+    if [rows[j] for j in order] != stream[: len(ids)]:
+        problems.append(f"dataset rows {[rows[j] for j in order]}, the cursor says {stream}")
     return problems
 
 
 def _rows_once(run_dir: Path, shape: Shape) -> list[str]:
-    """generate holds n samples of every prompt once; every other table keyed by (prompt,
-    sample) holds each key at most once and only generate's (score: all of them); one
-    metrics row per iteration."""
+    """generate holds n samples of every prompt of its round once; every other table keyed
+    by (prompt, sample) holds each key at most once and only generated ones (score: all of
+    its round's); one metrics row per iteration."""
     problems = []
     for i in range(shape.iterations):
-        prompts = set(_table(run_dir, i, "prompts")["prompt_id"].to_pylist())
-        want = sorted((p, s) for p in prompts for s in range(shape.n))
-        for path in sorted((run_dir / f"iter={i}").glob("*.parquet")):
+        generated: set[tuple[int, int]] = set()
+        paths = []
+        for r in _rounds(run_dir, i):
+            prompts = set(_table(run_dir, i, "prompts", r)["prompt_id"].to_pylist())
+            want = sorted((p, s) for p in prompts for s in range(shape.n))
+            generated |= set(want)
+            folder = run_dir / f"iter={i}" / (f"round={r}" if r else "")
+            paths += [(path, want) for path in sorted(folder.glob("*.parquet"))]
+        for path, want in paths:
             table = pq.read_table(path)
             if not {"prompt_id", "sample_idx"} <= set(table.column_names):
                 continue
             pids, samples = table["prompt_id"].to_pylist(), table["sample_idx"].to_pylist()
             keys = sorted(zip(pids, samples, strict=True))
+            where = path.relative_to(run_dir)
             if len(set(keys)) != len(keys):
-                problems.append(f"iter={i}/{path.name}: duplicated rows")
+                problems.append(f"{where}: duplicated rows")
             if path.stem in ("generate", "score") and keys != want:
-                problems.append(f"iter={i}/{path.name}: {len(keys)} rows, {len(want)} expected")
-            elif not set(keys) <= set(want):
-                problems.append(f"iter={i}/{path.name}: rows of no generated sample")
+                problems.append(f"{where}: {len(keys)} rows, {len(want)} expected")
+            elif not set(keys) <= generated:
+                problems.append(f"{where}: rows of no generated sample")
     iterations = pq.read_table(run_dir / "metrics.parquet")["iteration"].to_pylist()
     if iterations != list(range(shape.iterations)):
         problems.append(f"metrics.parquet has iterations {iterations}")

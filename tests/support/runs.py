@@ -62,11 +62,20 @@ class StoredRunView:
         """The iterations that stored a table, in order."""
         return self._stored.iterations()
 
-    def table(self, node: str, iteration: int = -1) -> pa.Table:
-        """`node`'s stored table of `iteration` (negative: counted from the last stored)."""
+    def table(self, node: str, iteration: int = -1, round: int = 0) -> pa.Table:
+        """`node`'s stored table of `iteration` (negative: counted from the last stored), of
+        refill round `round`."""
         if iteration < 0:
             iteration = self.iterations()[iteration]
-        return self._stored.table(iteration, node)
+        return self._stored.table(iteration, node, round)
+
+    def rounds(self, iteration: int) -> list[int]:
+        """The refill rounds `iteration` ran (rldag.storage.stored_run.StoredRun.rounds)."""
+        return self._stored.rounds(iteration)
+
+    def all_rounds(self, node: str, iteration: int) -> pa.Table:
+        """`node`'s tables of every refill round of `iteration`, joined in round order."""
+        return pa.concat_tables(self.table(node, iteration, r) for r in self.rounds(iteration))
 
 
 def _load(pipeline: str | Path | dict, *overrides: str) -> LoadedPipeline:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from operators.source.dataset import DATASET
 from rldag import NodeKind, OperatorDef, Port, col, columns
 
 
@@ -153,3 +156,8 @@ FOUR_SAMPLES = OperatorDef(
     adds=(col("sample_idx"), col("response")),
     passthrough=True,
 )
+
+
+# A source that serves one batch per iteration whatever the refill round (it does not draw):
+# refill rounds cannot get fresh prompts from it.
+ONE_BATCH_SOURCE = dataclasses.replace(DATASET, name="one_batch_source", draws=False)

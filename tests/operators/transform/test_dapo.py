@@ -1,5 +1,6 @@
 """DAPO: dynamic sampling (drop zero-variance prompt groups, keep the first N informative of an
-oversampled batch, counts in the metrics) and the soft overlong reward shaping."""
+oversampled batch, refill rounds on fresh prompts until N are, counts in the metrics) and the
+soft overlong reward shaping."""
 
 from __future__ import annotations
 
@@ -25,14 +26,15 @@ from rldag.config.errors import InputError
 from rldag.config.spec import load_pipeline
 from rldag.graph.dag import build_graph
 from rldag.graph.operator import NodeContext
+from rldag.graph.refill import shortfall
 from rldag.graph.reported import reported_metrics
 from tests.support.paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "dapo.yaml"
 
 
-def ctx(node: str = "filter", iteration: int = 0) -> NodeContext:
-    return NodeContext(node, iteration, seed=0, run_uri="")
+def ctx(node: str = "filter", iteration: int = 0, round: int = 0) -> NodeContext:
+    return NodeContext(node, iteration, seed=0, run_uri="", round=round)
 
 
 # --- overlong reward shaping -------------------------------------------------------------
@@ -116,6 +118,13 @@ def test_plan_shows_the_filter_waits_for_the_whole_batch(capsys):
     assert "filter" in [name.strip() for name in whole.split(":", 1)[1].split(",")]
 
 
+def test_plan_shows_the_refill_rounds_and_what_generation_still_overlaps(capsys):
+    assert main(["plan", str(EXAMPLE), "async.max_staleness=1", "pools.colocate=[]"]) == 0
+    out = capsys.readouterr().out
+    assert "refill: while filter is short, up to 9 more rounds of prompts, generate, score" in out
+    assert "generate of iterations i+1 (pool rollout) with overlong, advantage, train of" in out
+
+
 # --- dynamic sampling: the operator ------------------------------------------------------
 
 
@@ -166,11 +175,33 @@ def test_the_filter_refuses_a_nan_metric_naming_the_row():
         op({"scored": scored_table(IDS, rewards)}, ctx())
 
 
+FLAT = scored_table(np.array([0, 0, 1, 1]), np.array([1.0, 1.0, 0.0, 0.0]))
+
+
 def test_the_filter_fails_clearly_when_no_group_is_informative():
-    op = DynamicSampling(DynamicSamplingParams(train_groups=2))
-    flat = scored_table(np.array([0, 0, 1, 1]), np.array([1.0, 1.0, 0.0, 0.0]))
-    with pytest.raises(ValueError, match="no prompt group of the 2 in iteration 4"):
-        op({"scored": flat}, ctx(iteration=4))
+    op = DynamicSampling(DynamicSamplingParams(train_groups=2, max_rounds=1))
+    with pytest.raises(ValueError, match="no prompt group of the 2 in iteration 4 has two"):
+        op({"scored": FLAT}, ctx(iteration=4))
+
+
+def test_after_its_last_refill_round_the_filter_fails_naming_the_rounds():
+    op = DynamicSampling(DynamicSamplingParams(train_groups=2, max_rounds=3))
+    with pytest.raises(ValueError, match=r"of the 2 \(3 rounds\) in iteration 4.*max_rounds"):
+        op({"scored": FLAT}, ctx(iteration=4, round=2))
+
+
+def test_with_rounds_left_a_short_filter_asks_for_a_refill_round():
+    op = DynamicSampling(DynamicSamplingParams(train_groups=3, max_rounds=2))
+    short = op({"scored": scored_table(IDS, REWARDS)}, ctx())
+    assert shortfall(short, "filter") == 1  # 2 informative groups of 3
+    assert shortfall(op({"scored": FLAT}, ctx()), "filter") == 3  # none yet: no failure
+    last = op({"scored": scored_table(IDS, REWARDS)}, ctx(round=1))
+    assert shortfall(last, "filter") == 0 and last.equals(short)
+
+
+def test_validate_refuses_max_rounds_below_one_with_exit_2(capsys):
+    assert main(["validate", str(EXAMPLE), "nodes.filter.params.max_rounds=0"]) == 2
+    assert "nodes.filter.params.max_rounds: must be > 0, got 0" in capsys.readouterr().err
 
 
 def test_reported_counts_are_counted_once_though_downstream_tables_inherit_them():
@@ -235,6 +266,7 @@ def test_dapo_pipeline_trains_only_on_informative_groups(run_pipeline, k):
         "ray.enabled=false",
         f"async.max_staleness={k}",
         f"nodes.prompts.params.batch_size={train_groups}",
+        "nodes.filter.params.max_rounds=1",  # oversampling alone; refill: the test below
     )
     metrics = run.metrics()
     assert [m["iteration"] for m in metrics] == list(range(iterations))
@@ -256,3 +288,51 @@ def test_dapo_pipeline_trains_only_on_informative_groups(run_pipeline, k):
         assert trained.num_rows == kept.num_rows
         assert min(trained["policy_version"].to_pylist()) >= i - k
         assert run.table("train", i)["policy_version"][0].as_py() == i + 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("k", "mode"), [(0, "iteration"), (1, "iteration"), (1, "continuous")])
+def test_refill_fills_the_batch_with_informative_groups_only(run_pipeline, k, mode):
+    """Without oversampling the first round is short; refill rounds on fresh prompts fill
+    each iteration's batch with informative groups, the earliest rounds' first."""
+    iterations, train_groups, n = 4, 8, 4
+    run = run_pipeline(
+        EXAMPLE,
+        f"iterations={iterations}",
+        "ray.enabled=false",
+        f"async.max_staleness={k}",
+        f"async.mode={mode}",
+        f"nodes.prompts.params.batch_size={train_groups}",
+        "nodes.prompts.params.oversample=1.0",
+        f"nodes.generate.params.n={n}",
+    )
+    metrics, drawn = run.metrics(), []
+    assert sum(m["refill/rounds"] > 1 for m in metrics) >= 2  # the tiny task refills often
+    for i, m in enumerate(metrics):
+        rounds = run.rounds(i)
+        assert len(rounds) == m["refill/rounds"]
+        scored, kept = run.all_rounds("score", i), run.table("filter", i)
+        drawn += run.all_rounds("prompts", i)["prompt_id"].to_pylist()
+        assert zero_variance_groups(kept) == set()
+        informative = sorted(set(scored["prompt_id"].to_pylist()) - zero_variance_groups(scored))
+        assert sorted(set(kept["prompt_id"].to_pylist())) == informative[:train_groups]
+        assert m["dapo/kept_groups"] == train_groups and m["dapo/short_groups"] == 0
+        assert m["dapo/groups"] == train_groups * len(rounds)
+        assert m["dapo/dropped_groups"] == len(zero_variance_groups(scored))
+        extra = [run.table("generate", i, r) for r in rounds[1:]]
+        assert m["refill/extra_prompts"] == train_groups * (len(rounds) - 1)
+        assert (
+            m["refill/extra_rows"]
+            == sum(t.num_rows for t in extra)
+            == m["refill/extra_prompts"] * n
+        )
+        tokens = sum(len(ids) for t in extra for ids in t["response_ids"].to_pylist())
+        assert m["refill/extra_tokens"] == tokens
+        assert (m["timing_s/refill"] > 0) == (len(rounds) > 1)
+        versions = set(run.all_rounds("generate", i)["policy_version"].to_pylist())
+        if mode == "iteration":  # every round samples the iteration's policy
+            assert versions == {max(0, i - k)}
+        else:  # the newest, within the bound
+            assert min(versions) >= i - k
+        assert run.table("advantage", i).num_rows == kept.num_rows == train_groups * n
+    assert sorted(drawn) == list(range(len(drawn)))  # every prompt of the stream once, no gap
