@@ -92,7 +92,7 @@ def _run(args: argparse.Namespace, progress: RunProgress) -> int:
     loaded, graph = _load(args)  # bad input fails here, before Prefect or any compute starts
     # so does a placement that cannot fit; the flow runs on this one (flows.prepared)
     placement = placement_for(loaded, graph) if loaded.spec.ray.enabled else None
-    storage = open_storage(loaded.spec.storage)
+    storage = open_storage(loaded.spec.storage, loaded.spec.faults)
     storage.check()  # an unreachable bucket too
     if args.resume and checkpoints.latest(storage, args.resume) is None:
         raise InputError(
