@@ -290,7 +290,8 @@ class Storage:
         except OSError as err:
             if isinstance(err, FileNotFoundError) and verb == "read":
                 raise  # callers ask whether it is there
-            raise OSError(err.errno, f"cannot {verb} {self.uri(rel)}: {err}") from err
+            message = f"cannot {verb} {self.uri(rel)}: {err}"
+            raise (OSError(err.errno, message) if err.errno else OSError(message)) from err
         except Exception as err:  # botocore's connection errors are no OSErrors
             raise OSError(f"cannot {verb} {self.uri(rel)}: {err}") from err
 
