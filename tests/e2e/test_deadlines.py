@@ -102,7 +102,8 @@ def test_a_rollout_server_that_stops_answering_mid_generation_is_named(request, 
     stopped: dict[str, float] = {}
 
     def stop_when_busy() -> None:
-        while client.outstanding()[server.url] == 0:
+        deadline = time.monotonic() + 60
+        while client.outstanding()[server.url] == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.3)  # decoding
         os.kill(server.process.pid, signal.SIGSTOP)
