@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -112,6 +113,7 @@ class Storage:
             raise InputError(f"cannot open {uri!r}: {err}", path="storage.options") from None
         self.local = isinstance(self.fs, LocalFileSystem)
         self.timeout_s = timeout_s
+        self._silent_until, self._silence = 0.0, ""  # an endpoint that did not answer (_naming)
 
     def check(self) -> None:
         """Fail with an InputError now, before a run starts, if an object store's bucket
@@ -281,19 +283,31 @@ class Storage:
     @contextmanager
     def _naming(self, rel: str, verb: str = "write") -> Iterator[None]:
         """An object store's failed write (or read) as an OSError naming the object (its
-        endpoint errors name a URL, not the run's file); a missing object stays as it is."""
+        endpoint errors name a URL, not the run's file); a missing object stays as it is.
+        After a call that got no answer, the calls that start within one more deadline of a
+        request fail at once naming it: a stopping run does not wait out one deadline per
+        table, checkpoint and lock it still writes."""
+        where = f"cannot {verb} {self.uri(rel)}"
+        if time.monotonic() < self._silent_until:
+            raise OSError(f"{where}: not tried, the endpoint did not answer ({self._silence})")
         try:
             yield
-        except TimeoutError as err:  # fsspec's deadline of a write (FSTimeoutError)
-            bound = f"faults.storage_timeout_s = {self.timeout_s:g} s"
-            raise OSError(f"cannot {verb} {self.uri(rel)}: no answer ({bound})") from err
-        except OSError as err:
+        except Exception as err:
             if isinstance(err, FileNotFoundError) and verb == "read":
                 raise  # callers ask whether it is there
-            message = f"cannot {verb} {self.uri(rel)}: {err}"
-            raise (OSError(err.errno, message) if err.errno else OSError(message)) from err
-        except Exception as err:  # botocore's connection errors are no OSErrors
-            raise OSError(f"cannot {verb} {self.uri(rel)}: {err}") from err
+            if isinstance(err, TimeoutError):  # fsspec's deadline of a write (FSTimeoutError)
+                err_text = f"no answer (faults.storage_timeout_s = {self.timeout_s:g} s)"
+            else:
+                err_text = str(err)
+            if _no_answer(err):
+                self._went_silent(err_text)
+            errno = err.errno if isinstance(err, OSError) else None
+            message = f"{where}: {err_text}"  # botocore's errors are no OSErrors
+            raise (OSError(errno, message) if errno else OSError(message)) from err
+
+    def _went_silent(self, why: str) -> None:
+        self._silence = why
+        self._silent_until = time.monotonic() + S3_ATTEMPTS * self.timeout_s + S3_BACKOFF_S
 
     @contextmanager
     def fetch_dir(self, rel: str) -> Iterator[str]:
@@ -316,3 +330,14 @@ class Storage:
         if not self.fs.exists(path):
             return []
         return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(path, detail=False))
+
+
+def _no_answer(err: BaseException | None) -> bool:
+    """Whether `err`, or an error it came from, is an endpoint that did not answer in time."""
+    from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+    while err is not None:
+        if isinstance(err, TimeoutError | ConnectTimeoutError | ReadTimeoutError):
+            return True
+        err = err.__cause__ or err.__context__
+    return False

@@ -34,8 +34,9 @@ def test_an_s3_endpoint_that_never_answers_fails_reads_and_writes_naming_the_obj
     request, monkeypatch
 ):
     """A real S3-protocol server behind a proxy that goes silent (connections accepted, no
-    byte back): a write and a read each end within 3 attempts of faults.storage_timeout_s
-    and their backoff with an OSError naming the object; the failed PUT left no object."""
+    byte back): a read and a write each end within 3 attempts of faults.storage_timeout_s
+    and their backoff with an OSError naming the object, the calls right after it at once;
+    the failed PUT left no object."""
     from moto.server import ThreadedMotoServer
 
     from rldag.storage.store import S3_ATTEMPTS, S3_BACKOFF_S, Storage
@@ -56,15 +57,21 @@ def test_an_s3_endpoint_that_never_answers_fails_reads_and_writes_naming_the_obj
         proxy.silence()
         bound = S3_ATTEMPTS * 0.5 + S3_BACKOFF_S + SLACK_S  # a write's deadline has its bytes
         with (
-            within(request, "S3 endpoint silent: a write", bound),
-            pytest.raises(OSError, match=r"cannot write s3://hole/runs/run/iter=1/a\.parquet"),
-        ):
-            store.write_table("run/iter=1/a.parquet", table)
-        with (
             within(request, "S3 endpoint silent: a read", bound),
             pytest.raises(OSError, match=r"cannot read s3://hole/runs/run/iter=0/a\.parquet"),
         ):
             store.read_table("run/iter=0/a.parquet")
+        writer = Storage("s3://hole/runs", endpoint_url=proxy.url, timeout_s=0.5)
+        with (
+            within(request, "S3 endpoint silent: a write", bound),
+            pytest.raises(OSError, match=r"cannot write s3://hole/runs/run/iter=1/a\.parquet"),
+        ):
+            writer.write_table("run/iter=1/a.parquet", table)
+        with (
+            within(request, "S3 endpoint silent: the next write", SLACK_S),
+            pytest.raises(OSError, match="not tried, the endpoint did not answer"),
+        ):
+            writer.write_table("run/iter=1/b.parquet", table)
         direct = f"http://{host}:{port}"  # the server itself, not the silent proxy
         behind = Storage("s3://hole/runs", endpoint_url=direct, skip_instance_cache=True)
         assert behind.list("run") == ["iter=0"]  # the failed PUT left nothing
