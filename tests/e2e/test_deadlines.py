@@ -19,7 +19,7 @@ import psutil
 import pyarrow as pa
 import pytest
 
-from tests.support.deadlines import within
+from tests.support.deadlines import record, within
 from tests.support.s3 import CREDENTIALS
 
 TIMEOUT_S = 2.0  # every deadline under test
@@ -124,10 +124,8 @@ def test_a_rollout_server_that_stops_answering_mid_generation_is_named(request, 
     finally:
         stopper.join()
         client.close()
-    seconds = time.monotonic() - stopped["at"]
     bound = TIMEOUT_S + HEALTH_TIMEOUT_S + SLACK_S
-    request.node.user_properties.append(("deadline", ("rollout server stopped", bound, seconds)))
-    assert seconds <= bound
+    record(request, "rollout server stopped", bound, time.monotonic() - stopped["at"])
     assert f"{server.url} stopped answering (ReadTimeout after 2 s)" in str(err.value)
     assert _stopped(server.process.pid)  # the client never kills a server
     assert not [t for t in threading.enumerate() if t.name.startswith("rollout-client")]
@@ -222,10 +220,8 @@ def test_a_broadcast_peer_that_dies_fails_the_senders_sync_within_its_timeout(re
     assert [m.exitcode for m in members] == [0, 3]  # the sender lived; the peer died
     assert not any(psutil.pid_exists(m.pid) for m in members)
     result = json.loads(Path(out).read_text())
-    bound = TIMEOUT_S + SLACK_S
-    case = ("broadcast peer dies", bound, result["seconds"])
-    request.node.user_properties.append(("deadline", case))
-    assert result["error"] and result["seconds"] <= bound
+    assert result["error"]
+    record(request, "broadcast peer dies", TIMEOUT_S + SLACK_S, result["seconds"])
 
 
 def test_a_prefect_api_that_stops_answering_is_named_within_its_bounds(request, prefect_api):
