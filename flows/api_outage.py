@@ -10,16 +10,26 @@ retries an iteration's subflow that could not start, and names the server when i
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import httpx
 
+from rldag.config.faults import FaultsSpec
+
 log = logging.getLogger("rldag.prefect")
 T = TypeVar("T")
 POLL_S = 1.0
 UNAVAILABLE = {502, 503, 504}
+
+
+def bound_api_requests(faults: FaultsSpec) -> None:
+    """Bound each Prefect API request by `faults.prefect_request_timeout_s` (Prefect reads
+    PREFECT_API_REQUEST_TIMEOUT once, when its settings load; one set in the environment
+    stands)."""
+    os.environ.setdefault("PREFECT_API_REQUEST_TIMEOUT", f"{faults.prefect_request_timeout_s:g}")
 
 
 def api_url() -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from flows.api_outage import bound_api_requests
 from rldag.compute.allocator import cap_malloc_arenas
 from rldag.compute.cluster import placement_for
 from rldag.config.errors import InputError, RunError, describe
@@ -92,7 +93,7 @@ def _run(args: argparse.Namespace, progress: RunProgress) -> int:
     loaded, graph = _load(args)  # bad input fails here, before Prefect or any compute starts
     # so does a placement that cannot fit; the flow runs on this one (flows.prepared)
     placement = placement_for(loaded, graph) if loaded.spec.ray.enabled else None
-    storage = open_storage(loaded.spec.storage)
+    storage = open_storage(loaded.spec.storage, loaded.spec.faults)
     storage.check()  # an unreachable bucket too
     if args.resume and checkpoints.latest(storage, args.resume) is None:
         raise InputError(
@@ -106,6 +107,7 @@ def _run(args: argparse.Namespace, progress: RunProgress) -> int:
     # reach the Prefect API/UI. --verbose shows them here too.
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+    bound_api_requests(loaded.spec.faults)  # before Prefect reads its settings
     from prefect.exceptions import CancelledRun, TerminationSignal
 
     from flows.embedded_server import start_embedded_server, stop_embedded_server
@@ -148,7 +150,7 @@ def _run(args: argparse.Namespace, progress: RunProgress) -> int:
 def cmd_deploy(args: argparse.Namespace) -> int:
     """Register the pipeline as a Prefect deployment (process work pool, or --serve)."""
     loaded, _ = _load(args)
-    open_storage(loaded.spec.storage).check()
+    open_storage(loaded.spec.storage, loaded.spec.faults).check()
     os.environ.setdefault("PREFECT_RUNNER_POLL_FREQUENCY", str(args.poll))
     from prefect.settings import PREFECT_API_URL
 

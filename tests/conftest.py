@@ -15,6 +15,8 @@ import yaml
 
 from tests.support.paths import ROOT
 
+pytest_plugins = ["tests.support.deadlines"]
+
 if TYPE_CHECKING:
     from rldag.compute.runner import NodeRunner
     from tests.support.runs import StoredRunView

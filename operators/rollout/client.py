@@ -32,6 +32,14 @@ from operators.rollout.weight_update import InFlight, PauseMode
 __all__ = ["NoServerError", "RolloutClient", "completion_from_sglang", "sampling_params_json"]
 
 log = logging.getLogger("rldag.rollout")
+HEALTH_TIMEOUT_S = 2.0  # a suspect server's /health must answer within this
+
+
+def _what_failed(err: Exception, timeout_s: float) -> str:
+    """How a request to a server failed, for a user: a timeout says its bound."""
+    if isinstance(err, httpx.TimeoutException):
+        return f"stopped answering ({type(err).__name__} after {timeout_s:g} s)"
+    return f"failed ({err!r})"
 
 
 class NoServerError(RuntimeError):
@@ -44,6 +52,7 @@ class _Server:
     outstanding: int = 0
     alive: bool = True
     failures: int = 0
+    down: str = ""  # why it was marked dead
 
 
 def sampling_params_json(params: SamplingParams, seed: int | None) -> dict[str, Any]:
@@ -147,7 +156,7 @@ class RolloutClient:
         with self._lock:
             live = [s for s in self.servers if s.alive]
             if not live:
-                raise NoServerError("no live rollout server left")
+                raise NoServerError(self._none_left())
             server = min(live, key=lambda s: s.outstanding)
             server.outstanding += 1
             return server
@@ -184,16 +193,24 @@ class RolloutClient:
             return completions, min(_oldest_version(o["meta_info"]) for o in outs)
         raise NoServerError(f"a prompt group failed {self.max_attempts} times: {last_error!r}")
 
+    def _none_left(self) -> str:
+        """Why no server is left: each one and what it did."""
+        dead = "; ".join(f"{s.url} {s.down}" for s in self.servers if s.down)
+        return f"no live rollout server left ({dead})" if dead else "no live rollout server left"
+
     def _suspect(self, server: _Server, err: Exception) -> None:
-        """After a failed request: mark ``server`` dead unless ``/health`` still answers."""
+        """After a failed request: mark ``server`` dead unless ``/health`` still answers
+        within HEALTH_TIMEOUT_S."""
         try:
-            healthy = self._http.get(f"{server.url}/health", timeout=2.0).status_code == 200
+            answer = self._http.get(f"{server.url}/health", timeout=HEALTH_TIMEOUT_S)
+            healthy = answer.status_code == 200
         except httpx.HTTPError:
             healthy = False
         with self._lock:
             server.failures += 1
             if not healthy and server.alive:
                 server.alive = False
+                server.down = _what_failed(err, self.timeout_s)
                 log.warning("rollout server %s is down (%r); re-sending its work", server.url, err)
 
     # ---- control -----------------------------------------------------------------------------
@@ -203,7 +220,7 @@ class RolloutClient:
         (and marked dead) as in generation. Raises when no server answered."""
         servers = [s for s in self.servers if s.alive]
         if not servers:
-            raise NoServerError("no live rollout server left")
+            raise NoServerError(self._none_left())
         with ThreadPoolExecutor(len(servers)) as pool:
             futures = [pool.submit(self._http.post, f"{s.url}{path}", json=body) for s in servers]
         answers = []

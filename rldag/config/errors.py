@@ -65,6 +65,11 @@ class PlacementError(InputError):
     """The pools cannot be placed on the cluster (or the local machine) as asked."""
 
 
+class DeadlineExceeded(RunError):
+    """A wait on a component passed its deadline: the message names the component and the
+    setting that bounds it (the run adds the node)."""
+
+
 class RowError(RunError):
     """A row cannot be used (bad data, or a user function failed on it): the run fails
     (exit 1) with a message naming the node, the iteration and the row."""

@@ -15,7 +15,7 @@ from rldag.storage.store import open_storage
 def export_checkpoint(loaded: LoadedPipeline, graph: Graph, run_id: str) -> list[str]:
     """Load run `run_id`'s last checkpoint in this process and export its policy; the
     exported directories' URIs."""
-    storage = open_storage(loaded.spec.storage)
+    storage = open_storage(loaded.spec.storage, loaded.spec.faults)
     if latest(storage, run_id) is None:
         raise InputError(f"run {run_id!r} under {storage.root} has no checkpoint", path="RUN")
     run = Run(loaded, graph, storage, run_id, InProcessPools())

@@ -104,7 +104,7 @@ class Run:
         stored run (to resume it). Without a `runner`, start the pools (on `placement` when
         one was planned already: rldag.compute.ray_pools.start_pools). `stop`: the request a
         signal handler or a cancel watcher sets (the driver honours it)."""
-        storage = open_storage(loaded.spec.storage)
+        storage = open_storage(loaded.spec.storage, loaded.spec.faults)
         lease_s = loaded.spec.storage.lock_lease_s
         if run_id is None:
             lock = claim_new_run(storage, lambda: new_run_id(loaded.spec.name), lease_s)

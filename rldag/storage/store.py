@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from rldag.config.errors import InputError
+from rldag.config.faults import FaultsSpec
 from rldag.config.spec import StorageSpec
 from rldag.storage.kill_points import kill_point
 from rldag.storage.parquet_io import footer_rows, table_from_bytes
@@ -41,10 +43,15 @@ class TableHandle:
     columns: tuple[str, ...]
 
 
-# botocore's defaults retry a dead endpoint for minutes (legacy mode, 60 s connect timeout, under
-# s3fs's own 5 retries): fail within seconds instead; the run stops resumably. storage.options
-# config_kwargs replaces it.
-S3_CONFIG = {"connect_timeout": 10, "retries": {"max_attempts": 3, "mode": "standard"}}
+# botocore's defaults retry a dead endpoint for minutes (legacy mode, 60 s connect and read
+# timeouts, under s3fs's own 5 retries): one request is tried S3_ATTEMPTS times, each waiting
+# at most faults.storage_timeout_s to connect and then for each answer, and s3fs does not try it
+# again; the run stops resumably. storage.options config_kwargs replaces this.
+S3_ATTEMPTS = 3
+S3_BACKOFF_S = 3.0  # botocore's standard-mode backoff between those attempts: at most 1 + 2 s
+# aiohttp starts its read timeout only once a PUT's body is sent, and botocore's PUTs wait for
+# `100 Continue` first: a write also has a deadline of its own, counting its bytes at this rate
+MIN_WRITE_BYTES_PER_S = 1 << 20
 TMP_PREFIX = ".tmp-"  # a file being written, renamed into place when whole
 RUN_ID_RANDOM_BYTES = 6  # 48 random bits: 10,000 ids in one second collide with p < 2e-7
 
@@ -65,15 +72,28 @@ def _normalise(uri: str) -> str:
     return uri.rstrip("/")
 
 
-def open_storage(spec: StorageSpec) -> Storage:
-    """The storage of a pipeline's `storage:` section."""
-    return Storage(spec.uri, endpoint_url=spec.endpoint_url, **spec.options)
+def s3_config(timeout_s: float) -> dict[str, object]:
+    """botocore's Config for one S3 request bounded by about S3_ATTEMPTS x `timeout_s`."""
+    retries = {"total_max_attempts": S3_ATTEMPTS, "mode": "standard"}
+    return {"connect_timeout": timeout_s, "read_timeout": timeout_s, "retries": retries}
+
+
+def open_storage(spec: StorageSpec, faults: FaultsSpec | None = None) -> Storage:
+    """The storage of a pipeline's `storage:` section, its waits bounded by `faults`."""
+    timeout_s = (faults or FaultsSpec()).storage_timeout_s
+    return Storage(spec.uri, endpoint_url=spec.endpoint_url, timeout_s=timeout_s, **spec.options)
 
 
 class Storage:
     """A storage root (``storage.uri``); paths below it are relative, '/'-separated."""
 
-    def __init__(self, uri: str, endpoint_url: str | None = None, **options: object) -> None:
+    def __init__(
+        self,
+        uri: str,
+        endpoint_url: str | None = None,
+        timeout_s: float = FaultsSpec.storage_timeout_s,
+        **options: object,
+    ) -> None:
         self.root = _normalise(uri)
         if endpoint_url:
             if not self.root.startswith(("s3://", "s3a://")):
@@ -81,15 +101,19 @@ class Storage:
                 raise InputError("only s3:// storage takes an endpoint", path=where)
             options["endpoint_url"] = endpoint_url
         if self.root.startswith(("s3://", "s3a://")):
-            options.setdefault("config_kwargs", S3_CONFIG)
+            options.setdefault("config_kwargs", s3_config(timeout_s))
         try:
             self.fs, self._base = fsspec.core.url_to_fs(self.root, **options)
+            if not isinstance(self.fs, LocalFileSystem):
+                self.fs.retries = 1  # botocore's attempts bound a request; s3fs adds none
         except ImportError as err:
             hint = "; install the s3 extra: pip install 'rldag[s3]'" if "s3" in str(err) else ""
             raise InputError(f"cannot open {uri!r}: {err}{hint}", path="storage.uri") from None
         except (TypeError, ValueError) as err:
             raise InputError(f"cannot open {uri!r}: {err}", path="storage.options") from None
         self.local = isinstance(self.fs, LocalFileSystem)
+        self.timeout_s = timeout_s
+        self._silent_until, self._silence = 0.0, ""  # an endpoint that did not answer (_naming)
 
     def check(self) -> None:
         """Fail with an InputError now, before a run starts, if an object store's bucket
@@ -115,8 +139,8 @@ class Storage:
         path = self._path(rel)
         parent = path.rsplit("/", 1)[0]
         if not self.local:
-            with self._naming(rel):
-                self.fs.pipe_file(path, data)  # a PUT (or multipart upload) appears whole
+            with self._naming(rel):  # a PUT (or multipart upload) appears whole
+                self.fs.pipe_file(path, data, timeout=self.write_deadline_s(len(data)))
             return
         tmp = f"{parent}/{TMP_PREFIX}{secrets.token_hex(6)}-{path.rsplit('/', 1)[1]}"
         try:
@@ -142,7 +166,8 @@ class Storage:
         path = self._path(rel)
         if not self.local:
             try:
-                self.fs.pipe_file(path, data, mode="create")
+                deadline_s = self.write_deadline_s(len(data))
+                self.fs.pipe_file(path, data, mode="create", timeout=deadline_s)
             except FileExistsError:
                 return False
             return True
@@ -217,7 +242,10 @@ class Storage:
 
     def read_bytes(self, rel: str) -> bytes:
         """Read a binary file (one GET from an object store)."""
-        return self.fs.cat_file(self._path(rel))
+        if self.local:
+            return self.fs.cat_file(self._path(rel))
+        with self._naming(rel, "read"):
+            return self.fs.cat_file(self._path(rel))
 
     def table_rows(self, rel: str) -> int:
         """The row count of the Parquet table at `rel`, from its footer (no data read)."""
@@ -242,19 +270,44 @@ class Storage:
             return
         with tempfile.TemporaryDirectory(prefix="rldag-upload-") as tmp:
             yield tmp
+            size = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
             with self._naming(rel):
-                self.fs.put(f"{tmp}/", self._path(rel), recursive=True)
+                deadline_s = self.write_deadline_s(size)
+                self.fs.put(f"{tmp}/", self._path(rel), recursive=True, timeout=deadline_s)
+
+    def write_deadline_s(self, size: int) -> float:
+        """The deadline of one write of `size` bytes to an object store: its attempts, their
+        backoff and its bytes at MIN_WRITE_BYTES_PER_S."""
+        return S3_ATTEMPTS * self.timeout_s + S3_BACKOFF_S + size / MIN_WRITE_BYTES_PER_S
 
     @contextmanager
-    def _naming(self, rel: str) -> Iterator[None]:
-        """An object store's failed write as an OSError naming what could not be written (its
-        endpoint errors name a URL, not the run's file)."""
+    def _naming(self, rel: str, verb: str = "write") -> Iterator[None]:
+        """An object store's failed write (or read) as an OSError naming the object (its
+        endpoint errors name a URL, not the run's file); a missing object stays as it is.
+        After a call that got no answer, the calls that start within one more deadline of a
+        request fail at once naming it: a stopping run does not wait out one deadline per
+        table, checkpoint and lock it still writes."""
+        where = f"cannot {verb} {self.uri(rel)}"
+        if time.monotonic() < self._silent_until:
+            raise OSError(f"{where}: not tried, the endpoint did not answer ({self._silence})")
         try:
             yield
-        except OSError as err:
-            raise OSError(err.errno, f"cannot write {self.uri(rel)}: {err}") from err
-        except Exception as err:  # botocore's connection errors are no OSErrors
-            raise OSError(f"cannot write {self.uri(rel)}: {err}") from err
+        except Exception as err:
+            if isinstance(err, FileNotFoundError) and verb == "read":
+                raise  # callers ask whether it is there
+            if isinstance(err, TimeoutError):  # fsspec's deadline of a write (FSTimeoutError)
+                err_text = f"no answer (faults.storage_timeout_s = {self.timeout_s:g} s)"
+            else:
+                err_text = str(err)
+            if _no_answer(err):
+                self._went_silent(err_text)
+            errno = err.errno if isinstance(err, OSError) else None
+            message = f"{where}: {err_text}"  # botocore's errors are no OSErrors
+            raise (OSError(errno, message) if errno else OSError(message)) from err
+
+    def _went_silent(self, why: str) -> None:
+        self._silence = why
+        self._silent_until = time.monotonic() + S3_ATTEMPTS * self.timeout_s + S3_BACKOFF_S
 
     @contextmanager
     def fetch_dir(self, rel: str) -> Iterator[str]:
@@ -283,3 +336,14 @@ class Storage:
         if not self.fs.exists(path):
             return []
         return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(path, detail=False))
+
+
+def _no_answer(err: BaseException | None) -> bool:
+    """Whether `err`, or an error it came from, is an endpoint that did not answer in time."""
+    from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+    while err is not None:
+        if isinstance(err, TimeoutError | ConnectTimeoutError | ReadTimeoutError):
+            return True
+        err = err.__cause__ or err.__context__
+    return False

@@ -1,12 +1,18 @@
-"""Telling an unreachable Prefect API from other errors (flows/api_outage.py), and publishing
-UI-only artifacts on a best-effort basis while it is down."""
+"""Telling an unreachable Prefect API from other errors (flows/api_outage.py), publishing
+UI-only artifacts on a best-effort basis while it is down, and bounding each request by
+`faults.prefect_request_timeout_s`."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import httpx
 import pytest
 
 from flows.api_outage import best_effort, unreachable
+from tests.support.paths import ROOT
 
 
 def _status_error(code: int) -> httpx.HTTPStatusError:
@@ -46,3 +52,27 @@ def test_best_effort_skips_only_an_unreachable_api(caplog):
     assert "could not publish the progress" in caplog.text
     with pytest.raises(KeyError):
         best_effort("the progress", broken)
+
+
+PREFECT_TIMEOUT = (
+    "from flows.api_outage import bound_api_requests\n"
+    "from rldag.config.faults import FaultsSpec\n"
+    "bound_api_requests(FaultsSpec(prefect_request_timeout_s=7))\n"
+    "from prefect.settings import PREFECT_API_REQUEST_TIMEOUT\n"
+    "print(PREFECT_API_REQUEST_TIMEOUT.value())\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "seconds"), [({}, "7.0"), ({"PREFECT_API_REQUEST_TIMEOUT": "3"}, "3.0")]
+)
+def test_faults_bound_prefect_requests_unless_the_environment_does(env, seconds):
+    clean = {k: v for k, v in os.environ.items() if k != "PREFECT_API_REQUEST_TIMEOUT"}
+    done = subprocess.run(
+        [sys.executable, "-c", PREFECT_TIMEOUT],
+        env=clean | env | {"PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split()[-1] == seconds

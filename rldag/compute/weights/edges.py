@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rldag.config.errors import PlacementError
+from rldag.config.errors import DeadlineExceeded, PlacementError
 from rldag.config.spec import WeightsSpec, WeightsTransport
 from rldag.graph.dag import Node
 
@@ -90,4 +90,10 @@ class BroadcastEdges:
         bucket_bytes = self.spec.bucket_mb << 20
         sends = [w.send_weights.remote(source, edge, bucket_bytes) for w in senders]
         loads = [w.receive_weights.remote(target, edge, version) for w in receivers]
-        ray.get(loads + sends, timeout=self.spec.timeout_s)
+        try:
+            ray.get(loads + sends, timeout=self.spec.timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise DeadlineExceeded(
+                f"the weight broadcast {edge} (version {version}) did not finish within "
+                f"weights.timeout_s = {self.spec.timeout_s:g} s"
+            ) from None
