@@ -8,6 +8,8 @@ refill: rldag/engine/refill.py) resumes the same way."""
 
 from __future__ import annotations
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from rldag.storage.store import TMP_PREFIX
@@ -61,14 +63,13 @@ def test_killed_twice_the_run_is_the_uninterrupted_one(ray_local, tiny_task, tmp
 
 
 @pytest.mark.usefixtures("prefect_api")
-def test_killed_in_continuous_mode_every_prompt_and_row_is_stored_once(
-    ray_local, tiny_task, tmp_path
-):
+def test_killed_in_continuous_mode_every_prompt_and_row_is_stored_once(tiny_task, tmp_path):
     """Continuous generation (k = 2) killed mid-Parquet write and resumed: exactly-once on
     stored data. Its rows are not compared with an uninterrupted run's: which token a
     mid-sequence weight update reaches depends on timing (the cursor still fixes every prompt
     of every iteration, which "prompts once" checks)."""
-    shape = Shape(k=2, iterations=4, every=1, max_rounds=1)  # the kill counts its tables
+    # in-process pools (threads), and the kill counts its tables
+    shape = Shape(k=2, iterations=4, every=1, max_rounds=1, ray=False)
     data = write_epoch(tiny_task, shape, tmp_path / "epoch.parquet")
     storage = tmp_path / "chaos"
     overrides = [*shape.overrides(tiny_task, data, storage), "async.mode=continuous"]
@@ -81,6 +82,9 @@ def test_killed_in_continuous_mode_every_prompt_and_row_is_stored_once(
         "rows once": [],
         "no torn or temporary file": [],
     }
+    for t in range(shape.iterations):  # and every trained token within the bound
+        tokens = pq.read_table(chaos.run_dir / f"iter={t}" / "advantage.parquet")
+        assert min(pc.list_flatten(tokens["response_versions"]).to_pylist()) >= t - shape.k
 
 
 @pytest.mark.usefixtures("prefect_api")
