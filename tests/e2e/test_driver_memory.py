@@ -14,7 +14,7 @@ from rldag.engine.events import IterationFinished, add_listener
 from tests.support.pipelines import scoring_pipeline
 
 KINDS = (State, TaskRun, FlowRun, PrefectFuture)
-FIRST, LAST = 1, 4  # iterations whose live objects are counted
+FIRST, LAST = 1, 7  # iterations whose live objects are counted
 
 
 def _live() -> dict[str, int]:
@@ -44,7 +44,8 @@ def test_finished_iterations_leave_no_prefect_states_or_runs(
         remove()
     # Alive at an iteration's end: the run's own flow run and the iteration in flight (~13
     # states). Kept task-run futures (the bug this guards) added 4 states and 4 futures per
-    # iteration: 12 more at iteration 4 than at 1.
+    # iteration: 24 more at iteration 7 than at 1. In the full suite one more iteration's
+    # states (4) were once still in flight at the count: 6 bounds that, not a leak.
     assert seen[FIRST]["State"] > 0  # the counting sees Prefect's objects at all
     for kind, before in seen[FIRST].items():
-        assert seen[LAST][kind] <= before + 3, (kind, seen)
+        assert seen[LAST][kind] <= before + 6, (kind, seen)
