@@ -2,8 +2,9 @@
 when its memory grows past a bound.
 
 Prefect would start the same server on first use (its "ephemeral" `SubprocessASGIServer`, on
-the same database file). rldag starts it itself so that it knows the process and can restart
-it on the same port: at the end of an iteration, once the server's resident memory passes
+the same database file). rldag starts it itself so that it knows the process, binds the port
+before the server starts (uvicorn listens on that socket: `--fd`) and can restart it on the
+same port: at the end of an iteration, once the server's resident memory passes
 `faults.prefect_server_max_rss_mb` (it grows ~2.6 MB per 100 iterations with no cache of
 rldag's behind it: docs/operations/soak.md), as Celery replaces a worker past
 `worker_max_memory_per_child`. The run's clients keep the URL: connected ones retry through
@@ -46,6 +47,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _bound_socket(port: int) -> socket.socket:
+    """A socket bound to `port` on 127.0.0.1 (another free port if that one was taken), for
+    the server to listen and accept on. Bound here, before the server starts: no other
+    process can take the port while uvicorn imports (seconds, in which two runs starting at
+    once could each get the other's server)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the last server's
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 def start_embedded_server() -> str | None:
     """Start the server and point this process (and what it starts) at it; its API URL, or
     None where an API URL was set (then nothing starts)."""
@@ -71,9 +86,11 @@ def _server_class() -> type:
 
     class Server(SubprocessASGIServer):
         def _run_uvicorn_command(self) -> subprocess.Popen:
+            sock = _bound_socket(self.port)
+            self.port, fd = sock.getsockname()[1], sock.fileno()
             app_dir = str(prefect.__module_path__.parent)
-            args = ["--app-dir", app_dir, "--factory", FACTORY, "--host", "127.0.0.1"]
-            args += ["--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
+            args = ["--app-dir", app_dir, "--factory", FACTORY, "--fd", str(fd)]
+            args += ["--log-level", "error", "--lifespan", "on"]
             env = {
                 **os.environ,
                 **EPHEMERAL_ENV,
@@ -82,7 +99,11 @@ def _server_class() -> type:
             # its own process group: a Ctrl-C at the terminal (SIGINT to the foreground group)
             # reaches `rldag run`, which stops the run and then this server, not the server
             command = [sys.executable, "-m", "uvicorn", *args]
-            return subprocess.Popen(command, env=env, process_group=0, preexec_fn=_end_with_parent)
+            with sock:  # the server's alone: a process forked from this one later must not
+                # keep it listening (with no one to accept) past the server
+                return subprocess.Popen(
+                    command, env=env, pass_fds=(fd,), process_group=0, preexec_fn=_end_with_parent
+                )
 
     return Server
 

@@ -174,7 +174,8 @@ def test_sigint_to_the_process_group_stops_the_run_and_the_prefect_server_it_sta
 
     assert code == 130, tree.tail()
     assert seconds < STOP_S
-    assert tree.started("uvicorn")  # the Prefect server it started (its group is its own)
+    # the Prefect server it started (its group is its own)
+    assert tree.started("uvicorn"), tree.commands
     assert tree.left() == []
     _assert_stopped_at_the_checkpoint(storage, tree, "SIGINT")
     _assert_cancelled_in_its_database(tmp_path / "home")

@@ -10,7 +10,9 @@ import os
 import sqlite3
 import subprocess
 import sys
+from urllib.parse import urlsplit
 
+import httpx
 import psutil
 import pytest
 from prefect.settings import (
@@ -104,25 +106,43 @@ def test_rldag_run_on_the_embedded_server_records_in_prefect_home_and_recycles_i
 
 
 START_AND_WAIT = """
-import sys, time
+import http.server, threading, time
 from flows import embedded_server
-embedded_server.start_embedded_server()
-print(embedded_server._server.server_process.pid, flush=True)
+
+class Decoy(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b'"decoy"')
+
+# another process's server takes the port rldag chose before rldag's server binds it
+decoy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Decoy)
+threading.Thread(target=decoy.serve_forever, daemon=True).start()
+embedded_server.free_port = lambda: decoy.server_port
+url = embedded_server.start_embedded_server()
+print(embedded_server._server.server_process.pid, url, decoy.server_port, flush=True)
 time.sleep(300)
 """
 
 
 @pytest.mark.slow
 def test_the_embedded_server_ends_with_the_process_that_started_it(tmp_path):
-    """A SIGKILLed `rldag run` cannot stop its server: the kernel ends it (never left behind)."""
+    """The server binds its port before it starts (one that another server took is not
+    used: a run talking to that server instead of its own was a CI failure), and a
+    SIGKILLed `rldag run` cannot stop its server: the kernel ends it (never left behind)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env |= {"PREFECT_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
     starter = subprocess.Popen(
         [sys.executable, "-c", START_AND_WAIT], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
     )
     try:
-        server = psutil.Process(int(starter.stdout.readline()))
+        pid, url, decoy_port = starter.stdout.readline().split()
+        server = psutil.Process(int(pid))
         assert server.is_running()
+        port = urlsplit(url).port
+        assert port != int(decoy_port)
+        assert httpx.get(f"{url}/health").json() is True  # Prefect's, not the decoy's
+        assert port in {c.laddr.port for c in server.net_connections("tcp")}
         starter.kill()
         server.wait(timeout=30)  # psutil.TimeoutExpired if it lives on
         assert not server.is_running()
