@@ -3,12 +3,14 @@
 
 Every helper is a no-op on a single worker, so the same trainer runs in one process.
 Rendezvous comes from the environment the pool workers set: RANK, WORLD_SIZE, MASTER_ADDR,
-MASTER_PORT.
+MASTER_PORT, and the timeout of the group's collectives (`faults.node_timeout_s`; torch's
+default, 30 min for gloo and 10 for NCCL, where it is not set).
 """
 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -18,6 +20,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
 )
 from torch.distributed.fsdp import fully_shard
+
+from rldag.config.faults import COLLECTIVE_TIMEOUT
 
 
 def world() -> tuple[int, int]:
@@ -32,7 +36,9 @@ def init_process_group(device: str) -> bool:
         return False
     if not dist.is_initialized():
         backend = "nccl" if device.startswith("cuda") else "gloo"
-        dist.init_process_group(backend, rank=rank, world_size=size)
+        timeout = os.environ.get(COLLECTIVE_TIMEOUT)
+        seconds = {"timeout": timedelta(seconds=float(timeout))} if timeout else {}
+        dist.init_process_group(backend, rank=rank, world_size=size, **seconds)
     return True
 
 

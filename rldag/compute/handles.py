@@ -25,7 +25,7 @@ class WorkerHandle(Protocol):
     """A PoolWorker actor, as its callers see it (each member: one method of PoolWorker)."""
 
     rendezvous_address: Remote[[], tuple[str, int]]
-    set_master: Remote[[str, int], None]
+    set_master: Remote[[str, int, float], None]
     pid: Remote[[], int]
     build: Remote[[Node], None]
     run: Remote[RowArgs, RunReply]

@@ -31,6 +31,7 @@ from rldag.compute.runner import NodeRunner, WeightsSnapshot
 from rldag.compute.weights.attest import attest_group, trainer_digest
 from rldag.compute.weights.edges import BroadcastEdges
 from rldag.compute.worker import ChunkReply, RunReply
+from rldag.compute.worker_calls import WorkerCalls
 from rldag.config.errors import PlacementError
 from rldag.config.faults import FaultsSpec
 from rldag.config.spec import PipelineSpec, PoolName, WeightsSpec
@@ -40,10 +41,6 @@ from rldag.graph.operator import NodeContext, PoolReservation
 log = logging.getLogger("rldag.pools")
 READY_TIMEOUT_S = 120
 INLINE_BYTES = 100_000  # Ray passes arguments up to this size inside the call itself
-
-
-class WorkerLost(RuntimeError):
-    """A pool worker's process died and its call cannot be re-run."""
 
 
 class RayPools:
@@ -59,13 +56,11 @@ class RayPools:
         from ray.util.placement_group import placement_group
 
         self.placement = placement
-        self.restarts_left = (faults or FaultsSpec()).max_restarts
-        self._abandoned = False  # a stopping run gave up its calls: no worker is replaced
-        self._stateful: set[str] = set()  # groups hosting a stateful operator (build_all)
+        self.calls = WorkerCalls(faults or FaultsSpec(), self._spawn)
+        self._workers = self.calls.workers  # by group, by rank
         self.operator_seconds: dict[str, float] = {}  # last call, slowest worker (for bench/)
         self._driver = InProcessPools()
         self._edges = BroadcastEdges(weights or WeightsSpec())  # split weights edges
-        self._workers: dict[str, list[WorkerHandle]] = {}
         self._reservations: dict[str, PoolReservation] = {}  # by group: lent to companions
         self._pgs: dict[str, Any] = {}
         for group in placement.groups.values():
@@ -86,8 +81,11 @@ class RayPools:
             if not group.nodes:  # only other nodes' own actors live here
                 continue
             self._workers[group.name] = [self._spawn(group, i) for i in range(group.workers)]
-            addr, port = ray.get(self._workers[group.name][0].rendezvous_address.remote())
-            ray.get([w.set_master.remote(addr, port) for w in self._workers[group.name]])
+            workers = self._workers[group.name]
+            what = f"pool worker group {group.name}: its rendezvous"
+            addr, port = self.calls.get(workers[0].rendezvous_address.remote(), what)
+            timeout = self.calls.timeout_s  # of the trainer's own collectives too
+            self.calls.get([w.set_master.remote(addr, port, timeout) for w in workers], what)
 
     def _spawn(self, group: WorkerGroup, rank: int) -> WorkerHandle:
         """The worker actor of `rank` in its bundle of the group's placement group."""
@@ -106,7 +104,7 @@ class RayPools:
             group = self._group(node)
             if group is not None:
                 if node.op.stateful:
-                    self._stateful.add(group.name)
+                    self.calls.stateful.add(group.name)
                 for w in self._workers[group.name]:
                     w.build.remote(node)
 
@@ -177,40 +175,7 @@ class RayPools:
         return outputs[0] if node.op.dispatch == "replicate" else join_tables(outputs)
 
     def _gather(self, node: Node, calls: list[Callable[[WorkerHandle], Any]]) -> list:
-        """Each worker's result of `calls[rank](worker)`. A worker whose process died is
-        replaced by a fresh actor in its bundle and its call re-run there, when its group
-        holds no state (`faults.max_restarts` per run); otherwise WorkerLost names the node."""
-        import ray
-
-        group = self._group(node)
-        workers = self._workers[group.name]
-        refs = [call(w) for call, w in zip(calls, workers, strict=False)]
-        results: list = [None] * len(refs)
-        for rank in range(len(refs)):
-            while True:
-                try:
-                    results[rank] = ray.get(refs[rank])
-                    break
-                except ray.exceptions.RayActorError as err:
-                    self._replace(node, group, rank, err)
-                    refs[rank] = calls[rank](workers[rank])
-        return results
-
-    def _replace(self, node: Node, group: WorkerGroup, rank: int, err: Exception) -> None:
-        """Start a new worker for a dead one of a stateless group, or raise WorkerLost."""
-        where = f"the process of pool worker {group.name}[{rank}] died ({type(err).__name__})"
-        if self._abandoned:
-            raise WorkerLost(f"{where}: the run is stopping and gave up its work") from None
-        if group.name in self._stateful:
-            raise WorkerLost(
-                f"{where}; it held the state of a stateful operator, so the run stops: "
-                "`rldag run --resume RUN_ID` continues from the last checkpoint"
-            ) from None
-        if self.restarts_left <= 0:
-            raise WorkerLost(f"{where}; no restarts left (faults.max_restarts)") from None
-        self.restarts_left -= 1
-        log.warning("%s in node %s: restarting it, re-running its rows", where, node.name)
-        self._workers[group.name][rank] = self._spawn(group, rank)
+        return self.calls.gather(node.name, self._group(node), calls)
 
     def stream(
         self, node: Node, inputs: Mapping[str, pa.Table], ctx: NodeContext
@@ -230,8 +195,12 @@ class RayPools:
         ]
         seconds = [0.0] * len(streams)
         live = {gen: k for k, gen in enumerate(streams)}
+        deadline = self.calls.deadline()
         while live:
-            ready, _ = ray.wait(list(live), num_returns=1)
+            left = max(0.0, deadline - time.monotonic())
+            ready, _ = ray.wait(list(live), num_returns=1, timeout=left)
+            if not ready:
+                raise self.calls.late(self._group(node), sorted(live.values()))
             gen = ready[0]
             try:
                 reply: ChunkReply = ray.get(next(gen))
@@ -261,13 +230,12 @@ class RayPools:
 
     def snapshot_weights(self, source: Node) -> WeightsSnapshot:
         """The trainer's weights now, held in the object store (every rank gathers)."""
-        import ray
 
         src = self._workers[self._group(source).name]
-        version = ray.get(src[0].policy_version.remote(source))
+        version = self.calls.get(src[0].policy_version.remote(source), f"{source.name}'s version")
         exported = [w.export_weights.remote(source) for w in src]
-        digest = trainer_digest(src, source)
-        ray.wait(exported, num_returns=len(exported), fetch_local=False)
+        digest = trainer_digest(src, source, self.calls.get)
+        self.calls.wait(exported, f"{source.name}'s weights")  # not fetched here
         return WeightsSnapshot(version, exported[0], tuple(exported[1:]), digest)
 
     def sync_weights(
@@ -275,7 +243,6 @@ class RayPools:
     ) -> tuple[int, float]:
         """Bring every worker of `target` to `snapshot` (or to `source`'s current weights)
         when it is newer; returns the version and the seconds it took."""
-        import ray
 
         src_group, dst_group = self._group(source), self._group(target)
         if src_group is None or dst_group is None:
@@ -285,19 +252,24 @@ class RayPools:
         start = time.perf_counter()
         dst = self._workers[dst_group.name]
         if snapshot is None and src_group is dst_group:  # colocated: a copy in each worker
-            held = ray.get(dst[0].policy_version.remote(target))
-            versions = ray.get([w.sync_local.remote(source, target) for w in dst])
+            held = self.calls.get(dst[0].policy_version.remote(target), f"{target.name}'s version")
+            synced = [w.sync_local.remote(source, target) for w in dst]
+            versions = self.calls.get(synced, f"{target.name}'s weights from {source.name}")
             seconds = time.perf_counter() - start
             if versions[0] > held:
-                attest_group(dst_group.name, dst, target, versions[0], trainer_digest(dst, source))
+                get = self.calls.get
+                attest_group(
+                    dst_group.name, dst, target, versions[0], trainer_digest(dst, source, get), get
+                )
             return versions[0], seconds
         if snapshot is None:  # the trainer's weights now (k = 0)
             src = self._workers[src_group.name]
             # One round; every trainer rank is asked: a sharded trainer's ranks build their
             # operator together (its process group needs them all).
-            *versions, held = ray.get(
+            *versions, held = self.calls.get(
                 [w.policy_version.remote(source) for w in src]
-                + [dst[0].policy_version.remote(target)]
+                + [dst[0].policy_version.remote(target)],
+                f"the versions of {source.name} and {target.name}",
             )
             if versions[0] <= held:
                 return held, 0.0
@@ -305,17 +277,20 @@ class RayPools:
             if self._edges.usable(edge, src, dst):  # its broadcast group forms on first use
                 self._edges.sync(edge, src, dst, source, target, versions[0])
                 seconds = time.perf_counter() - start
-                attest_group(dst_group.name, dst, target, versions[0], trainer_digest(src, source))
+                get = self.calls.get
+                digest = trainer_digest(src, source, get)
+                attest_group(dst_group.name, dst, target, versions[0], digest, get)
                 return versions[0], seconds
             snapshot = self.snapshot_weights(source)
         else:
-            held = ray.get(dst[0].policy_version.remote(target))
+            held = self.calls.get(dst[0].policy_version.remote(target), f"{target.name}'s version")
         if snapshot.version <= held:
             return held, 0.0
         # Rank 0's gathered copy is the one object broadcast by reference to the workers.
-        ray.get([w.load_weights.remote(target, snapshot.weights, snapshot.version) for w in dst])
+        loads = [w.load_weights.remote(target, snapshot.weights, snapshot.version) for w in dst]
+        self.calls.get(loads, f"{target.name}'s weights (version {snapshot.version})")
         seconds = time.perf_counter() - start
-        attest_group(dst_group.name, dst, target, snapshot.version, snapshot.digest)
+        attest_group(dst_group.name, dst, target, snapshot.version, snapshot.digest, self.calls.get)
         return snapshot.version, seconds
 
     def snapshot_to_wire(self, snapshot: WeightsSnapshot) -> dict[str, Any]:
@@ -330,27 +305,26 @@ class RayPools:
 
         return WeightsSnapshot(version, ray.put(weights))
 
-    def _on_every_rank(self, node: Node, call: Callable[[WorkerHandle], Any]) -> None:
+    def _on_every_rank(self, node: Node, call: Callable[[WorkerHandle], Any], what: str) -> None:
         """`call(worker)` (returning an object ref) on every worker of the node's group:
         sharded checkpoints need all ranks."""
-        import ray
-
-        ray.get([call(w) for w in self._workers[self._group(node).name]])
+        refs = [call(w) for w in self._workers[self._group(node).name]]
+        self.calls.get(refs, f"{node.name}'s {what}")
 
     def save_checkpoint(self, node: Node, path: str) -> None:
         if self._group(node) is None:
             return self._driver.save_checkpoint(node, path)
-        self._on_every_rank(node, lambda w: w.save_checkpoint.remote(node, path))
+        self._on_every_rank(node, lambda w: w.save_checkpoint.remote(node, path), "checkpoint")
 
     def load_checkpoint(self, node: Node, path: str) -> None:
         if self._group(node) is None:
             return self._driver.load_checkpoint(node, path)
-        self._on_every_rank(node, lambda w: w.load_checkpoint.remote(node, path))
+        self._on_every_rank(node, lambda w: w.load_checkpoint.remote(node, path), "checkpoint load")
 
     def export_hf(self, node: Node, path: str) -> None:
         if self._group(node) is None:
             return self._driver.export_hf(node, path)
-        self._on_every_rank(node, lambda w: w.export_hf.remote(node, path))
+        self._on_every_rank(node, lambda w: w.export_hf.remote(node, path), "HF export")
 
     def abandon(self) -> None:
         """Kill every pool worker now, busy or not (a call queued behind a busy one would
@@ -359,7 +333,7 @@ class RayPools:
         control pipe)."""
         import ray
 
-        self._abandoned = True
+        self.calls.abandoned = True
         for workers in self._workers.values():
             for w in workers:
                 ray.kill(w, no_restart=True)

@@ -22,6 +22,7 @@ from rldag.compute.host import OperatorHost
 from rldag.compute.log_capture import CapturedLogs
 from rldag.compute.weights.broadcast import WeightGroup
 from rldag.compute.weights.wire import from_wire, to_wire
+from rldag.config.faults import COLLECTIVE_TIMEOUT
 from rldag.graph.dag import Node
 from rldag.graph.operator import NodeContext
 
@@ -77,8 +78,11 @@ class PoolWorker:
 
         return ray.util.get_node_ip_address(), _free_port()
 
-    def set_master(self, addr: str, port: int) -> None:
-        os.environ.update({"MASTER_ADDR": addr, "MASTER_PORT": str(port)})
+    def set_master(self, addr: str, port: int, timeout_s: float) -> None:
+        """The group's torch.distributed master, and the timeout of its collectives."""
+        os.environ.update(
+            {"MASTER_ADDR": addr, "MASTER_PORT": str(port), COLLECTIVE_TIMEOUT: f"{timeout_s:g}"}
+        )
 
     def pid(self) -> int:
         """This worker's process id."""

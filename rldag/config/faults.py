@@ -24,9 +24,15 @@ class FaultsSpec:
     stop_grace_s: float = 30.0
     # s3: seconds one attempt of a request waits to connect, and then for each answer
     storage_timeout_s: float = 20.0
+    # seconds one node's call on its Ray pool workers (and each control call on them, and
+    # the trainer's own collectives) may take before its workers are killed
+    node_timeout_s: float = 7200.0
 
 
-POSITIVE = ("prefect_request_timeout_s", "storage_timeout_s")  # a deadline of 0 never ends
+# the environment variable pool workers read `node_timeout_s` from, for torch.distributed
+COLLECTIVE_TIMEOUT = "RLDAG_COLLECTIVE_TIMEOUT_S"
+# a deadline of 0 would never end
+POSITIVE = ("prefect_request_timeout_s", "storage_timeout_s", "node_timeout_s")
 
 
 def check_faults(faults: FaultsSpec, where: str) -> None:

@@ -1,7 +1,8 @@
-"""Worker faults, by SIGKILL of a real Ray actor's process as its node starts: a stateless
-worker (a score node on the environment pool) is restarted and its rows re-run, and the run
-stores exactly the rows of an undisturbed run; with no restarts left, or a stateful worker
-(the trainer), the run stops naming the node and what to do."""
+"""Worker faults, by SIGKILL of a real Ray actor's process as its node starts, or by a call
+that hangs past `faults.node_timeout_s`: a stateless worker (a score node on the environment
+pool) is replaced and its rows re-run, and the run stores exactly the rows of an undisturbed
+run; with no restarts left, or a stateful worker (the trainer), the run stops naming the
+node and what to do."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ import psutil
 import pytest
 
 from rldag.config.errors import RunError
-from rldag.engine.events import NodeStarted, add_listener
+from rldag.engine.events import NodeFinished, NodeStarted, add_listener
 from rldag.engine.run import Run
+from tests.support.deadlines import record, within
 from tests.support.paths import ROOT
 from tests.support.pipelines import scoring_pipeline
 from tests.support.runs import StoredRunView, drive_inline, read_run, start_run
+from tests.support.stop_points import hold_node
 
 NODES = ("prompts", "answer", "score", "advantage")
 
@@ -65,7 +68,7 @@ def test_a_killed_stateless_worker_is_restarted_and_the_run_stores_the_same_rows
     run = _start(write_yaml, dataset, tmp_path / "killed")
     with _kill_when_started(run, "score", 1) as killed:
         stored = drive_inline(run)
-    assert len(killed) == 1 and run.runner.restarts_left == 2  # one of faults.max_restarts 3
+    assert len(killed) == 1 and run.runner.calls.restarts_left == 2  # one of faults.max_restarts 3
     assert _stored(stored) == _stored(reference)
     assert len(stored.metrics()) == 3
 
@@ -82,6 +85,54 @@ def test_with_no_restarts_left_the_run_stops_naming_the_node(
     stored = read_run(run.uri)
     assert stored.metric("iteration") == [0]
     assert not (stored.run_dir / "iter=1" / "score.parquet").exists()  # nothing half-written
+
+
+NODE_TIMEOUT_S, SLACK_S = 2, 8  # slack: the killed worker's replacement starts and builds
+
+
+def _hung(tmp_path: Path, *overrides: str) -> list[str]:
+    """Overrides: a pass-through node on the environment pool whose call at iteration 1 hangs
+    (120 s) the first time, before score; a node deadline of 2 s."""
+    hold = hold_node(tmp_path / "held", "answer", "score", "rollouts", at=1)
+    return [*hold, f"faults.node_timeout_s={NODE_TIMEOUT_S}", *overrides]
+
+
+def test_a_call_past_the_node_deadline_is_killed_and_re_run_on_a_fresh_worker(
+    request, ray_local, dataset, write_yaml, tmp_path
+):
+    reference = drive_inline(_start(write_yaml, dataset, tmp_path / "reference"))
+    run = _start(write_yaml, dataset, tmp_path / "hung", *_hung(tmp_path))
+    held: list[float] = []
+
+    def timed(event: object) -> None:
+        if isinstance(event, NodeFinished) and (event.node, event.iteration) == ("hold", 1):
+            held.append(event.seconds)
+
+    remove = add_listener(timed)
+    try:
+        stored = drive_inline(run)
+    finally:
+        remove()
+    assert run.runner.calls.restarts_left == 2  # one of faults.max_restarts 3
+    assert _stored(stored) == _stored(reference)  # the hold passes its rows through
+    record(request, "a node call hangs: killed, re-run", NODE_TIMEOUT_S + SLACK_S, held[0])
+
+
+def test_a_call_past_the_node_deadline_with_no_restarts_left_stops_the_run_naming_it(
+    request, ray_local, dataset, write_yaml, tmp_path
+):
+    run = _start(write_yaml, dataset, tmp_path / "runs", *_hung(tmp_path, "faults.max_restarts=0"))
+    said = (
+        r"node 'hold' \(iteration 1\) failed: pool worker environment\[0\] "
+        r"did not answer within faults.node_timeout_s = 2 s \(it was killed\); "
+        r"no restarts left .*--resume"
+    )
+    bound = NODE_TIMEOUT_S + SLACK_S
+    with within(request, "a node call hangs: stops", bound), pytest.raises(RunError, match=said):
+        drive_inline(run)
+    stored = read_run(run.uri)
+    assert stored.metric("iteration") == [0]
+    assert not (stored.run_dir / "iter=1" / "hold.parquet").exists()  # nothing half-written
 
 
 def _tiny(tiny_task: Path, root: Path) -> list[str]:

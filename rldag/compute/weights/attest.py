@@ -6,8 +6,8 @@ its old weights, an adapter left unmerged or a bucket that arrived short stops t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rldag.config.errors import WeightsMismatch
 from rldag.graph.dag import Node
@@ -28,19 +28,19 @@ def check_loaded(target: Node, version: int, expected: str, loaded: Mapping[str,
             )
 
 
-def trainer_digest(workers: Sequence[WorkerHandle], node: Node) -> str:
+Get = Callable[[Any, str], Any]  # ray.get of refs within a deadline, naming what it waits for
+
+
+def trainer_digest(workers: Sequence[WorkerHandle], node: Node, get: Get) -> str:
     """A Ray worker group's trainer's digest of the policy it holds now (every rank is asked:
     a sharded trainer gathers its weights for it); rank 0's."""
-    import ray
-
-    return ray.get([w.weights_digest.remote(node) for w in workers])[0]
+    return get([w.weights_digest.remote(node) for w in workers], f"{node.name}'s digest")[0]
 
 
 def attest_group(
-    group: str, workers: Sequence[WorkerHandle], target: Node, version: int, expected: str
-) -> None:
+    group: str, workers: Sequence[WorkerHandle], target: Node, version: int, expected: str,
+    get: Get,
+) -> None:  # fmt: skip
     """Every Ray worker of `target`'s group serves `version` (check_loaded)."""
-    import ray
-
-    loaded = ray.get([w.weights_digest.remote(target) for w in workers])
+    loaded = get([w.weights_digest.remote(target) for w in workers], f"{target.name}'s digest")
     check_loaded(target, version, expected, {f"{group}[{r}]": d for r, d in enumerate(loaded)})

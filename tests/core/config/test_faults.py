@@ -14,6 +14,7 @@ from tests.support.pipelines import scoring_pipeline
     [
         ("faults.storage_timeout_s=0", "must be > 0, got 0"),
         ("faults.prefect_request_timeout_s=-1", "must be > 0, got -1"),
+        ("faults.node_timeout_s=0", "must be > 0, got 0"),
         ("faults.max_restarts=-1", "must be >= 0, got -1"),
     ],
 )
@@ -25,4 +26,5 @@ def test_a_bad_fault_setting_names_its_key(write_yaml, dataset, override, messag
 
 def test_the_deadlines_have_defaults(write_yaml, dataset):
     faults = load_pipeline(write_yaml(scoring_pipeline(dataset))).spec.faults
-    assert (faults.storage_timeout_s, faults.prefect_request_timeout_s) == (20.0, 60.0)
+    deadlines = (faults.storage_timeout_s, faults.prefect_request_timeout_s, faults.node_timeout_s)
+    assert deadlines == (20.0, 60.0, 7200.0)
