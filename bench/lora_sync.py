@@ -22,7 +22,8 @@ from operators.model.lora_weights import nbytes
 from operators.rollout.torch_engine import TorchEngine
 from operators.rollout.weights import load_checkpoint, save_checkpoint
 from operators.train.lora import LoraParams
-from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
+from operators.train.policy_gradient import PolicyGradientTrainer
+from operators.train.policy_gradient_params import PolicyGradientParams
 
 
 def timed(fn: Callable[..., object], *args: object) -> float:

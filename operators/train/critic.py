@@ -20,7 +20,8 @@ from operators.algorithms.aggregation import LOSS_AGGREGATIONS, masked_mean
 from operators.algorithms.gae import gae
 from operators.algorithms.value_loss import clipped_value_loss
 from operators.train.batch import PackedBatch
-from operators.train.policy_gradient import PolicyGradientTrainer, Precision
+from operators.train.policy_gradient import PolicyGradientTrainer
+from operators.train.policy_gradient_params import Precision
 from operators.train.prefix_forward import response_logits
 from operators.train.reference import ReferencePolicy
 from operators.train.value_model import load_value_model

@@ -34,7 +34,8 @@ from rldag.compute.worker import ChunkReply, RunReply
 from rldag.compute.worker_calls import WorkerCalls
 from rldag.config.errors import PlacementError
 from rldag.config.faults import FaultsSpec
-from rldag.config.spec import PipelineSpec, PoolName, WeightsSpec
+from rldag.config.spec import PipelineSpec, PoolName
+from rldag.config.weights import WeightsSpec
 from rldag.graph.dag import Graph, Node
 from rldag.graph.operator import NodeContext, PoolReservation
 

@@ -20,6 +20,7 @@ from rldag.config.errors import SpecError
 from rldag.config.faults import FaultsSpec, check_faults
 from rldag.config.model_paths import check_model_path
 from rldag.config.tracking import TrackerName, TrackingSpec, check_trackers
+from rldag.config.weights import WeightsSpec, check_weights
 
 
 class NodeKind(StrEnum):
@@ -175,7 +176,7 @@ class PipelineSpec:
     nodes: dict[str, NodeSpec] = field(default_factory=dict)  # the graph: node name -> node
     trackers: list[TrackerName] = field(default_factory=list)  # mlflow, tensorboard, wandb
     tracking: TrackingSpec = field(default_factory=lambda: TrackingSpec())  # their options
-    weights: WeightsSpec = field(default_factory=lambda: WeightsSpec())  # split weights edge
+    weights: WeightsSpec = field(default_factory=WeightsSpec)  # split weights edge
     faults: FaultsSpec = field(default_factory=lambda: FaultsSpec())  # worker restarts
 
 
@@ -340,7 +341,7 @@ def _check_values(spec: PipelineSpec, where: str) -> None:
         )
     check_model_path(spec.model.path, "model.path", where)
     check_trackers(spec.trackers, where)
-    _check_weights(spec.weights, where)
+    check_weights(spec.weights, where)
     _check_pools(spec, where)
     check_faults(spec.faults, where)
 
@@ -380,27 +381,3 @@ def _check_pools(spec: PipelineSpec, where: str) -> None:
                 path=f"pools.{name}",
                 where=where,
             )
-
-
-class WeightsTransport(StrEnum):
-    """How the weights edge moves the policy between split pools."""
-
-    auto = "auto"  # collective when its group forms, else the object store (with a warning)
-    collective = "collective"  # a torch.distributed broadcast group: gloo on CPU, NCCL on GPU
-    object_store = "object_store"  # Ray's object store (tensors as numpy buffers)
-
-
-@dataclass
-class WeightsSpec:
-    """The weights edge between split pools (colocated pools copy in process)."""
-
-    transport: WeightsTransport = WeightsTransport.auto  # how the policy moves between split pools
-    bucket_mb: int = 64  # collective: tensors of one dtype are flattened into buckets this big
-    timeout_s: float = 60.0  # collective: most seconds to form the group or finish a sync
-
-
-def _check_weights(weights: WeightsSpec, where: str) -> None:
-    for key in ("bucket_mb", "timeout_s"):
-        value = getattr(weights, key)
-        if value <= 0:
-            raise SpecError(f"must be > 0, got {value}", path=f"weights.{key}", where=where)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from rldag.compute.placement import Placement
-from rldag.config.spec import AsyncMode, LoadedPipeline, WeightsTransport
+from rldag.config.spec import AsyncMode, LoadedPipeline
+from rldag.config.weights import WeightsTransport
 from rldag.engine.scheduler import emits_chunks
 from rldag.graph import refill
 from rldag.graph.dag import Graph, Node

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rldag.config.errors import DeadlineExceeded, PlacementError
-from rldag.config.spec import WeightsSpec, WeightsTransport
+from rldag.config.weights import WeightsSpec, WeightsTransport
 from rldag.graph.dag import Node
 
 if TYPE_CHECKING:  # annotations only (handles -> worker -> this package)

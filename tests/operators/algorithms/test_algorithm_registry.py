@@ -11,7 +11,7 @@ from operators.algorithms.advantages import ADVANTAGE_ESTIMATORS
 from operators.algorithms.aggregation import LOSS_AGGREGATIONS, Unit
 from operators.algorithms.kl import KL_ESTIMATORS
 from operators.algorithms.policy_losses import POLICY_LOSSES
-from operators.train.policy_gradient import PolicyGradientParams
+from operators.train.policy_gradient_params import PolicyGradientParams
 from operators.transform.advantage import EstimatorParams
 from operators.transform.kl_reward import KLRewardParams
 from rldag.config.errors import SpecError

@@ -13,7 +13,8 @@ from operators.algorithms.kl import KL_ESTIMATORS
 from operators.algorithms.logprobs import entropy_from_logits, token_logprobs
 from operators.algorithms.policy_losses import POLICY_LOSSES, PolicyLossConfig
 from operators.train.batch import pack
-from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
+from operators.train.policy_gradient import PolicyGradientTrainer
+from operators.train.policy_gradient_params import PolicyGradientParams
 from rldag.config.errors import InputError
 from tests.support.tiny_models import random_causal_lm
 

@@ -28,7 +28,8 @@ from operators.rollout.weights import save_checkpoint
 from operators.train import distributed as dist_utils
 from operators.train.batch import pack
 from operators.train.lora import LoraParams
-from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
+from operators.train.policy_gradient import PolicyGradientTrainer
+from operators.train.policy_gradient_params import PolicyGradientParams
 from operators.train.prefix_forward import response_logits
 from rldag.config.errors import SpecError
 from rldag.graph.operator import NodeContext

@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 import torch
 
-from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer, waits_for
+from operators.train.policy_gradient import PolicyGradientTrainer
+from operators.train.policy_gradient_params import PolicyGradientParams, waits_for
 from rldag import NodeContext
 from tests.support.tiny_models import random_causal_lm
 from tests.support.train_tables import grpo_table

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from operators.train.batch import pack
-from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
+from operators.train.policy_gradient import PolicyGradientTrainer
+from operators.train.policy_gradient_params import PolicyGradientParams
 from rldag.graph.operator import NodeContext
 from tests.support.tiny_models import random_causal_lm
 from tests.support.train_tables import grpo_table

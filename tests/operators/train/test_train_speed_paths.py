@@ -14,7 +14,8 @@ import torch
 from operators.algorithms.logprobs import token_logprobs
 from operators.train.batch import pack
 from operators.train.micro_batches import plan_micro_batches
-from operators.train.policy_gradient import PolicyGradientParams, PolicyGradientTrainer
+from operators.train.policy_gradient import PolicyGradientTrainer
+from operators.train.policy_gradient_params import PolicyGradientParams
 from operators.train.prefix_forward import response_logits, supports_shared_prefix
 from operators.train.reference import ReferenceParams, ReferencePolicy
 from tests.support.tiny_models import random_causal_lm

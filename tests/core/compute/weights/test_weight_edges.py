@@ -11,7 +11,8 @@ import pytest
 from rldag.compute.weights.edges import BroadcastEdges
 from rldag.compute.worker import PoolWorker
 from rldag.config.errors import PlacementError, SpecError
-from rldag.config.spec import WeightsSpec, WeightsTransport, load_pipeline
+from rldag.config.spec import load_pipeline
+from rldag.config.weights import WeightsSpec, WeightsTransport
 from tests.support.pipelines import scoring_pipeline
 
 
