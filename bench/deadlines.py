@@ -33,7 +33,7 @@ from rldag.engine.events import IterationFinished, add_listener  # noqa: E402
 from rldag.storage.store import MIN_WRITE_BYTES_PER_S, S3_ATTEMPTS, S3_BACKOFF_S  # noqa: E402
 from scripts.compare_runs import compare  # noqa: E402
 from tests.support.black_hole import BlackHoleProxy  # noqa: E402
-from tests.support.runs import drive_inline, start_run  # noqa: E402
+from tests.support.runs import drive_inline, small_default, start_run  # noqa: E402
 from tests.support.s3 import CREDENTIALS  # noqa: E402
 
 ITERATIONS = 3
@@ -45,18 +45,7 @@ CALLS = 2
 
 
 def _overrides(tiny: Path, uri: str, *extra: str) -> list[str]:
-    return [
-        f"model.path={tiny / 'model'}",
-        f"nodes.prompts.params.path={tiny / 'train.parquet'}",
-        f"storage.uri={uri}",
-        "ray.enabled=false",
-        f"iterations={ITERATIONS}",
-        "checkpoint.every=1",
-        "checkpoint.export_hf=false",
-        "nodes.prompts.params.batch_size=4",
-        "nodes.generate.params.n=2",
-        *extra,
-    ]
+    return [*small_default(tiny, uri, ITERATIONS), "ray.enabled=false", *extra]
 
 
 def _silenced_run(tiny: Path, uri: str, proxy: BlackHoleProxy, timeout_s: float) -> tuple:

@@ -21,7 +21,7 @@ from operators.algorithms.gae import gae
 from operators.algorithms.value_loss import clipped_value_loss
 from operators.train.batch import PackedBatch
 from operators.train.policy_gradient import PolicyGradientTrainer
-from operators.train.policy_gradient_params import Precision
+from operators.train.policy_gradient_params import Precision, check_steps
 from operators.train.prefix_forward import response_logits
 from operators.train.reference import ReferencePolicy
 from operators.train.value_model import load_value_model
@@ -119,12 +119,8 @@ class CriticParams:
         for key in ("gamma", "lam"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise SpecError(f"must be in [0, 1], got {getattr(self, key)!r}", path=key)
-        check_positive("lr", self.lr)
         check_positive("cliprange_value", self.cliprange_value)
-        check_positive("epochs", self.epochs)
-        check_positive("mini_batch_size", self.mini_batch_size, allow_zero=True)
-        check_positive("micro_batch_tokens", self.micro_batch_tokens, allow_zero=True)
-        check_positive("micro_batch_size", self.micro_batch_size, allow_zero=True)
+        check_steps(self)
 
 
 class CriticTrainer(PolicyGradientTrainer):

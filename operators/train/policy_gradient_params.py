@@ -88,16 +88,20 @@ class PolicyGradientParams:
         check_positive("is_cap", self.is_cap)
         check_positive("tis_cap", self.tis_cap)
         check_positive("tis_low", self.tis_low, allow_zero=True)
-        check_positive("lr", self.lr)
         check_positive("temperature", self.temperature)
-        check_positive("epochs", self.epochs)
-        check_positive("micro_batch_size", self.micro_batch_size, allow_zero=True)
-        check_positive("micro_batch_tokens", self.micro_batch_tokens, allow_zero=True)
-        check_positive("mini_batch_size", self.mini_batch_size, allow_zero=True)
         check_positive("critic_warmup", self.critic_warmup, allow_zero=True)
+        check_steps(self)
 
 
 TrainerParams = Any  # a params dataclass with the shared trainer fields (PolicyGradientParams)
+
+
+def check_steps(params: TrainerParams) -> None:
+    """What every trainer's steps need: `lr` and `epochs` > 0, batch sizes >= 0 (0: none)."""
+    check_positive("lr", params.lr)
+    check_positive("epochs", params.epochs)
+    for key in ("mini_batch_size", "micro_batch_tokens", "micro_batch_size"):
+        check_positive(key, getattr(params, key), allow_zero=True)
 
 
 def correction(params: PolicyGradientParams) -> ISConfig | None:

@@ -29,7 +29,7 @@ from rldag.engine.run import Run
 from rldag.storage.store import Storage
 from tests.support.paths import ROOT
 from tests.support.prefect_server import PrefectServer
-from tests.support.runs import StoredRunView, drive_inline, read_run, start_run
+from tests.support.runs import StoredRunView, drive_inline, read_run, small_default, start_run
 from tests.support.s3 import CREDENTIALS
 
 NODES = ("prompts", "generate", "score", "advantage", "train")
@@ -37,17 +37,7 @@ ITERATIONS = 3
 
 
 def _overrides(tiny_task: Path, root: Path | str) -> list[str]:
-    return [
-        f"model.path={tiny_task / 'model'}",
-        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
-        f"storage.uri={root}",
-        "ray.enabled=false",
-        f"iterations={ITERATIONS}",
-        "checkpoint.every=1",
-        "checkpoint.export_hf=false",
-        "nodes.prompts.params.batch_size=4",
-        "nodes.generate.params.n=2",
-    ]
+    return [*small_default(tiny_task, root, ITERATIONS), "ray.enabled=false"]
 
 
 def _start(tiny_task: Path, root: Path | str, run_id: str | None = None) -> Run:

@@ -22,7 +22,7 @@ from rldag.engine.run import Run
 from tests.support.deadlines import record, within
 from tests.support.paths import ROOT
 from tests.support.pipelines import scoring_pipeline
-from tests.support.runs import StoredRunView, drive_inline, read_run, start_run
+from tests.support.runs import StoredRunView, drive_inline, read_run, small_default, start_run
 from tests.support.stop_points import hold_node
 
 NODES = ("prompts", "answer", "score", "advantage")
@@ -135,19 +135,6 @@ def test_a_call_past_the_node_deadline_with_no_restarts_left_stops_the_run_namin
     assert not (stored.run_dir / "iter=1" / "hold.parquet").exists()  # nothing half-written
 
 
-def _tiny(tiny_task: Path, root: Path) -> list[str]:
-    return [
-        f"model.path={tiny_task / 'model'}",
-        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
-        f"storage.uri={root}",
-        "iterations=2",
-        "checkpoint.every=1",
-        "checkpoint.export_hf=false",
-        "nodes.prompts.params.batch_size=4",
-        "nodes.generate.params.n=2",
-    ]
-
-
 def test_a_killed_trainer_stops_the_run_and_resume_completes_it_unchanged(
     ray_local, tiny_task, tmp_path
 ):
@@ -155,7 +142,7 @@ def test_a_killed_trainer_stops_the_run_and_resume_completes_it_unchanged(
     from rldag.engine.driver import InlineLauncher, drive
 
     def start(root: Path, run_id: str | None = None) -> Run:
-        return start_run(ROOT / "pipeline.yaml", *_tiny(tiny_task, root), run_id=run_id)
+        return start_run(ROOT / "pipeline.yaml", *small_default(tiny_task, root, 2), run_id=run_id)
 
     run = start(tmp_path / "killed")
     with (

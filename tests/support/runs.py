@@ -130,3 +130,18 @@ def read_run(
     view = StoredRunView(Storage(root, endpoint_url=endpoint_url, **options), run_id)
     assert view.storage.exists(f"{run_id}/pipeline.yaml"), f"no run at {view.uri}"
     return view
+
+
+def small_default(tiny_task: Path, storage: Path | str, iterations: int) -> list[str]:
+    """Overrides of the default pipeline (pipeline.yaml) for a small run on the tiny task:
+    4 prompts x 2 samples, a checkpoint every iteration (no HF export), stored at `storage`."""
+    return [
+        f"model.path={tiny_task / 'model'}",
+        f"nodes.prompts.params.path={tiny_task / 'train.parquet'}",
+        f"storage.uri={storage}",
+        f"iterations={iterations}",
+        "checkpoint.every=1",
+        "checkpoint.export_hf=false",
+        "nodes.prompts.params.batch_size=4",
+        "nodes.generate.params.n=2",
+    ]
