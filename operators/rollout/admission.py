@@ -54,6 +54,7 @@ class SlotAdmission:
                 extended.append(group)
                 pasts.append([kv[:reuse] for kv in kept.kv])
                 self.reused_tokens += reuse
+                group.cached_tokens = reuse
             else:
                 fresh.append(group)
         suffixes = [g.prompt[p[0].shape[0] :] for g, p in zip(extended, pasts, strict=True)]

@@ -306,7 +306,8 @@ class ContinuousBatcher(SlotAdmission):
             if isinstance(matched, str):
                 text = cut_at_stop(text, group.params.stop)
             versions = tuple(group.versions[sample])
-            self._complete(group, sample, Completion(ids, lps, reason, text, matched, versions))
+            done = Completion(ids, lps, reason, text, matched, versions, group.cached_tokens)
+            self._complete(group, sample, done)
 
     def _keep(self, group: Group, slot: int, ids: list[int]) -> None:
         """Keep the cache of a finished sequence: its prompt and tokens but the last (the one

@@ -8,6 +8,12 @@ marked dead and never picked again, and the group is re-sent to another server. 
 carries the run's bearer token (``token``). Every group is
 tried at most ``max_attempts`` times; when no live server is left the call raises.
 
+The turns of one multi-turn session (``turn``: an agent's episode) stick to the server that
+served its first turn, whose cache holds the conversation so far: SGLang's radix cache finds
+the shared prefix by itself; rldag's servers keep the session's cache (``session_params``,
+with ``session_caches``) until ``close_session``. Either way turn t prefills only what turn t-1
+and the environment added. A session whose server died continues on another (prefilled whole).
+
 A weight update either lets the requests in flight finish first, aborts them, retracts them or
 keeps them (``InFlight``): the servers pause with SGLang's ``retract`` (caches recomputed) or
 ``in_place`` (caches kept) mode, load the new weights and continue, so every interrupted
@@ -89,6 +95,7 @@ def completion_from_sglang(out: dict[str, Any]) -> Completion:
         text=out.get("text"),
         matched=matched,
         versions=tuple((int(i), str(v)) for i, v in meta.get("weight_version_starts") or ()),
+        cached_tokens=int(meta.get("cached_tokens") or 0),
     )
 
 
@@ -108,6 +115,7 @@ class RolloutClient:
         max_inflight: int = 64,
         max_attempts: int | None = None,
         token: str = "",
+        session_caches: bool = False,
     ) -> None:
         if not urls:
             raise ValueError("RolloutClient needs at least one server URL")
@@ -115,6 +123,8 @@ class RolloutClient:
         self.timeout_s = timeout_s
         self.max_inflight = max_inflight
         self.max_attempts = max_attempts or 2 * len(urls)
+        self.session_caches = session_caches  # the servers keep caches per session_params
+        self._sessions: dict[str, _Server] = {}  # a session's server (its cache is there)
         self._lock = threading.Lock()
         limits = httpx.Limits(max_connections=max_inflight, max_keepalive_connections=max_inflight)
         headers = auth_headers(token) if token else {}
@@ -152,26 +162,53 @@ class RolloutClient:
             ]
             return [f.result() for f in futures]
 
-    def _pick(self) -> _Server:
+    def turn(
+        self, prompt: list[int], params: SamplingParams, seed: int | None, session: str
+    ) -> tuple[list[Completion], int]:
+        """One turn of ``session`` (one prompt), on the server of its earlier turns."""
+        return self._run_group(prompt, params, seed, session)
+
+    def close_session(self, session: str) -> None:
+        """``session`` has no more turns: its server drops the cache it kept (best effort)."""
+        with self._lock:
+            server = self._sessions.pop(session, None)
+        if server is None or not self.session_caches or not server.alive:
+            return
+        try:
+            self._http.post(f"{server.url}/close_session", json={"session_id": session})
+        except httpx.HTTPError as err:  # the server's bound on kept tokens evicts it anyway
+            log.info("closing session %s on %s: %r", session, server.url, err)
+
+    def _pick(self, session: str | None = None) -> _Server:
         with self._lock:
             live = [s for s in self.servers if s.alive]
             if not live:
                 raise NoServerError(self._none_left())
-            server = min(live, key=lambda s: s.outstanding)
+            server = self._sessions.get(session) if session is not None else None
+            if server is None or not server.alive:
+                server = min(live, key=lambda s: s.outstanding)
+                if session is not None:
+                    self._sessions[session] = server
             server.outstanding += 1
             return server
 
     def _run_group(
-        self, prompt: list[int], params: SamplingParams, seed: int | None
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        seed: int | None,
+        session: str | None = None,
     ) -> tuple[list[Completion], int]:
-        payload = {
+        payload: dict[str, Any] = {
             "input_ids": prompt,
             "sampling_params": sampling_params_json(params, seed),
             "return_logprob": True,
         }
+        if session is not None and self.session_caches:
+            payload["session_params"] = {"id": session}
         last_error: Exception | None = None
         for _ in range(self.max_attempts):
-            server = self._pick()
+            server = self._pick(session)
             try:
                 response = self._http.post(f"{server.url}/generate", json=payload)
                 if response.status_code >= 500:

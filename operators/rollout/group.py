@@ -31,6 +31,7 @@ class Group:
     filters: bool  # uses top-k or top-p
     samples: bool  # not greedy
     cache_key: str | None = None  # keep the finished cache under this key (prefix_store.py)
+    cached_tokens: int = 0  # prompt tokens taken from the cache kept under cache_key
     results: list[Completion | None] = field(default_factory=list)
     versions: list[VersionStarts] = field(default_factory=list)  # per sample, once admitted
     admitted: int = 0

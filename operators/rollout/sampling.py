@@ -65,6 +65,7 @@ class Completion:
     # (first token index, weight version) of each version that generated its tokens, oldest
     # first (operators.rollout.weight_update); empty where the engine labels no versions
     versions: tuple[tuple[int, str], ...] = ()
+    cached_tokens: int = 0  # prompt tokens whose keys/values came from the caller's kept cache
 
 
 def filter_logits(scaled: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,9 @@ Endpoints and shapes follow SGLang's ``http_server.py`` / ``io_struct.py``:
 
 * ``POST /generate``: ``text`` or ``input_ids`` (one prompt or a batch), ``sampling_params``
   (``max_new_tokens``, ``temperature``, ``top_p``, ``top_k``, ``stop``, ``stop_token_ids``,
-  ``ignore_eos``, ``n``, ``sampling_seed``), ``return_logprob``, ``rid``. Answers
+  ``ignore_eos``, ``n``, ``sampling_seed``), ``return_logprob``, ``rid``, ``session_params``
+  (``{"id": ...}``: one prompt, ``n`` 1; the finished sequence's cache is kept for the
+  session's next request, which prefills only what it adds: ``cached_tokens``). Answers
   ``{"text", "output_ids", "meta_info": {"id", "finish_reason", "prompt_tokens",
   "completion_tokens", "cached_tokens", "weight_version", "e2e_latency",
   "output_token_logprobs": [[logprob, token_id, null], ...]}}``, or a list of those (prompt-major,
@@ -19,6 +21,8 @@ Endpoints and shapes follow SGLang's ``http_server.py`` / ``io_struct.py``:
   ``in_flight`` (rldag's; ``finish``, ``abort`` = ``abort_all_requests``, ``retract``) says what
   happens to requests in flight (``operators.rollout.weight_update.InFlight``); ``retract`` does
   ``/pause_generation`` ``retract``, the update and ``/continue_generation`` in one call.
+* ``POST /close_session`` (``{"session_id"}``): the session's kept cache is dropped (a session
+  opens with its first request; kept caches are also bounded and dropped by weight updates).
 * ``GET|POST /flush_cache``, ``GET /health``, ``GET /health_generate``, ``GET /get_model_info``,
   ``GET /get_weight_version``, ``POST /pause_generation`` (``{"mode"}``),
   ``POST /continue_generation``.
@@ -109,7 +113,7 @@ def _output(
         "oldest_weight_version": starts[0][1],
         "weight_version_starts": starts,
         "completion_tokens": len(c.token_ids),
-        "cached_tokens": 0,
+        "cached_tokens": c.cached_tokens,
         "e2e_latency": time.time() - start,
     }
     if logprobs:
@@ -162,8 +166,11 @@ def build_app(
             return _error("every prompt needs at least one token")
         if params.stop and tokenizer is None:
             return _error("stop strings need a tokenizer")
+        session = (body.get("session_params") or {}).get("id")
+        if session is not None and (len(prompts) != 1 or params.n != 1):
+            return _error("session_params needs one prompt and n = 1")
         seed = random_seed() if params.seed is None else int(params.seed)
-        items = [GenerateItem(p, params, seed, i) for i, p in enumerate(prompts)]
+        items = [GenerateItem(p, params, seed, i, cache_key=session) for i, p in enumerate(prompts)]
         groups, version = await asyncio.wrap_future(loop.generate(items))
         rid = body.get("rid")
         rids = rid if isinstance(rid, list) else None
@@ -224,9 +231,18 @@ def build_app(
             message += f" Weight version updated to {version}."
         return {"success": ok, "message": message, "num_paused_requests": aborted}
 
+    @app.post("/close_session")
+    async def close_session(request: Request):
+        session = (await request.json()).get("session_id")
+        if not isinstance(session, str):
+            return _error("give the session_id to close")
+        await asyncio.wrap_future(loop.release(session))
+        return {"success": True}
+
     @app.api_route("/flush_cache", methods=["GET", "POST"])
     async def flush_cache() -> Response:
-        # Prefix caches live only as long as their group; there is no cross-request cache.
+        # A group's prompt cache lives as long as the group; sessions' kept caches until
+        # /close_session, a weight update or eviction (their tokens are bounded).
         text = "Cache flushed.\nPlease check backend logs for more details. (When there are "
         text += "running or waiting requests, the operation will not be performed.)\n"
         return Response(content=text, status_code=200)

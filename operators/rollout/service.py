@@ -76,7 +76,9 @@ class RolloutService:
             urls = [p.url for p in self.processes]
         else:
             raise ValueError(f"engine must be server or sglang here, got {engine!r}")
-        self.client = RolloutClient(urls, timeout_s=timeout_s, token=token)
+        # rldag's servers keep a session's cache when asked; SGLang's radix cache needs no ask
+        caches = engine == "server" and not server_urls
+        self.client = RolloutClient(urls, timeout_s=timeout_s, token=token, session_caches=caches)
         self.checkpoint: Path | None = None  # the directory the servers loaded last
         self.last_push_s = 0.0
 

@@ -42,16 +42,15 @@ def test_the_example_validates_and_plan_shows_the_environment_bound(capsys):
     )
 
 
+TOOLS = [
+    "ray.enabled=false",
+    "nodes.generate.params.tools=[tests.support.agent_envs:lookup]",
+    "nodes.generate.params.tool_parser=tests.support.agent_envs:always_call",
+]
+
+
 def test_episodes_with_tool_calls_are_scored_and_trained_in_process(tiny_task, tmp_path):
-    run = _run(
-        tiny_task,
-        tmp_path,
-        [
-            "ray.enabled=false",
-            "nodes.generate.params.tools=[tests.support.agent_envs:lookup]",
-            "nodes.generate.params.tool_parser=tests.support.agent_envs:always_call",
-        ],
-    )
+    run = _run(tiny_task, tmp_path, TOOLS)
     for i in range(2):
         gen = run.table("generate", i)
         assert gen.num_rows == 8 and set(gen["policy_version"].to_pylist()) == {i}
@@ -104,3 +103,17 @@ def test_on_ray_environments_are_actors_on_the_environment_pool(ray_local, tiny_
         if row["prompt_id"] % 4 == 2:
             assert "ValueError: simulator crashed" in row["env_errors"][0]
     assert {p % 4 for p in gen["prompt_id"].to_pylist()} == {0, 1, 2, 3}
+
+
+def test_episodes_on_a_rollout_server_sample_what_the_in_process_engine_samples(
+    tiny_task, tmp_path
+):
+    """An episode's turns go to the server of its first turn, which keeps its cache as a
+    session between turns: the rows are the in-process engine's (which reuses it in process)."""
+    served = ["nodes.generate.params.engine=server", "nodes.generate.params.servers=1"]
+    on_server = _run(tiny_task, tmp_path / "server", [*TOOLS, *served], iterations=1)
+    in_process = _run(tiny_task, tmp_path / "torch", TOOLS, iterations=1)
+    columns = ["prompt_id", "sample_idx", "response_ids", "response_mask", "finish_reason"]
+    server_rows = on_server.table("generate", 0).select(columns).to_pylist()
+    assert server_rows == in_process.table("generate", 0).select(columns).to_pylist()
+    assert any(sum(1 - m for m in row["response_mask"]) > 0 for row in server_rows)  # turns

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pyarrow as pa
@@ -74,6 +75,35 @@ def test_server_killed_mid_request_is_detected_and_its_groups_resent(two_servers
         assert [c.token_ids for c in answers[i][0]] == [c.token_ids for c in local[0]]
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{victim.url}/health", timeout=2)
+
+
+def test_a_sessions_turns_stay_on_its_server_and_prefill_only_what_they_add(two_servers):
+    """Multi-turn sessions (an agent's episodes): session b starts while a's first turn keeps
+    server 0 busy, so b's is on server 1; b's second turn, sent when both are idle (the least
+    busy server would be 0), goes to server 1 and reuses the cache of b's first turn: it
+    reports as cached the prompt and reply before it, and samples what a request without a
+    session samples. Once closed, the session's cache is gone."""
+    client = RolloutClient(
+        [s.url for s in two_servers], timeout_s=120, token=TOKEN, session_caches=True
+    )
+    long, short = (SamplingParams(max_new_tokens=m, ignore_eos=True) for m in (400, 8))
+    first = [5, 12, 6, 13]
+    with ThreadPoolExecutor(1) as pool:
+        busy = pool.submit(client.turn, first, long, 0, "a")
+        deadline = time.monotonic() + 30
+        while client.outstanding()[two_servers[0].url] == 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        (reply,), _ = client.turn(first, short, 1, "b")  # on server 1
+        busy.result()
+    second = [*first, *reply.token_ids, 12, 7, 13]
+    (turn,), _ = client.turn(second, short, 2, "b")
+    assert turn.cached_tokens == len(first) + len(reply.token_ids) - 1
+    (((alone,), _),) = client.generate([second], short, [2])
+    assert alone.cached_tokens == 0 and alone.token_ids == turn.token_ids
+    assert alone.logprobs == pytest.approx(turn.logprobs, abs=1e-4)
+    client.close_session("b")
+    (again,), _ = client.turn(second, short, 2, "b")
+    assert again.cached_tokens == 0
 
 
 def test_push_retracting_requests_in_flight_gives_rows_both_versions(tmp_path):

@@ -3,7 +3,8 @@ threads at once so that their turns batch together.
 
 In process the ``TorchEngine`` runs behind an ``EngineLoop`` (its continuous batcher on one
 thread: a turn submitted while others decode joins the running batch); on rollout servers each
-turn is one ``/generate`` request, batched by the server the same way. ``submit`` is the
+turn is one ``/generate`` request, batched by the server the same way, on the server of the
+episode's first turn, which reuses its cache (``RolloutClient.turn``). ``submit`` is the
 non-blocking form (a future of ``n`` completions), for callers on an event loop (the gateway).
 """
 
@@ -59,9 +60,12 @@ class ServerTurns:
         self.workers = workers
 
     def _request(
-        self, ids: list[int], params: SamplingParams, seed: int
+        self, ids: list[int], params: SamplingParams, seed: int, key: str | None
     ) -> tuple[list[list[Completion]], str]:
-        ((completions, version),) = self.service.generate([ids], params, [seed])
+        if key is None:
+            ((completions, version),) = self.service.generate([ids], params, [seed])
+        else:  # the episode's server, which has its conversation cached
+            completions, version = self.service.client.turn(ids, params, seed, key)
         return [completions], str(version)
 
     def submit(
@@ -70,16 +74,17 @@ class ServerTurns:
         """A future of ``([params.n completions], version)`` (a request on a worker thread)."""
         if self.pool is None:
             self.pool = ThreadPoolExecutor(self.workers, "rldag-server-turn")
-        return self.pool.submit(self._request, ids, params, seed)
+        return self.pool.submit(self._request, ids, params, seed, key)
 
     def sample(
         self, ids: list[int], params: SamplingParams, seed: int, timeout_s: float | None, key: str
     ) -> tuple[Completion, int]:
-        (completions,), version = self._request(ids, replace(params, n=1), seed)
+        (completions,), version = self._request(ids, replace(params, n=1), seed, key)
         return completions[0], int(version)
 
     def release(self, key: str) -> None:
-        pass  # the servers' caches are theirs to manage
+        """Episode ``key`` ended: its server drops the cache it kept for it."""
+        self.service.client.close_session(key)
 
     def close(self) -> None:
         if self.pool is not None:
