@@ -6,7 +6,9 @@ random bits, in the path), serving ``POST /chat/completions``, ``POST /completio
 ``operators.rollout.guard``); an unknown or ended session is 404 ``session_not_found``; a
 malformed or unsupported request is a 4xx with OpenAI's error body, recorded in its session.
 The server runs uvicorn on a daemon thread of the rollout worker that hosts the sessions, so
-an episode's requests all reach the worker (and the engine cache) that holds its session.
+an episode's requests all reach the worker (and the engine cache) that holds its session. The
+app is plain ASGI: the OpenAI client the node hands each agent calls it in process, on the
+agents' event loop (``node.py``); clients the agent makes itself reach it over HTTP.
 """
 
 from __future__ import annotations
