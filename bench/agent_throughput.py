@@ -9,10 +9,11 @@ an episode's tool time stalls generation; at 16 the engine batches the turns of 
 episodes while others wait on their tools.
 
 The *gateway* case runs the same episodes as a user's OpenAI-SDK agent (``chatty_agent``: each
-turn is one chat request, answered by a user message) behind ``agent_gateway``: its tokens/s
-against single-turn and against ``agent_loop`` with instant tools, all episodes in flight, and
-its per-request overhead: wall seconds per request at concurrency 1 minus ``agent_loop``'s per
-turn.
+turn is one chat request, answered by a user message) behind ``agent_gateway``, for both turn
+lengths: its tokens/s against single-turn and against ``agent_loop`` with instant tools, all
+episodes in flight, and its per-request overhead: wall seconds per request at concurrency 1
+minus ``agent_loop``'s per turn, through the client the agent is handed (in process) and
+through a client the agent makes itself (HTTP on loopback, ``chatty_agent_over_http``).
 
 Two turn lengths: *short*, the tiny model as trained (it answers in 1-2 tokens, so per-turn
 costs dominate), and *long*, the same weights with a 1024-position context sampled at
