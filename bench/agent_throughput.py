@@ -178,9 +178,9 @@ def run_gateway(
     setting: str = "short",
     repeats: int = 1,
     agent: str = "chatty_agent",
-) -> tuple[float, int, int]:
+) -> tuple[float, int, int, int]:
     """Wall seconds of ``episodes`` gateway episodes (the best of ``repeats``), the tokens the
-    model generated and the requests made."""
+    model generated, the requests made and the most tokens one episode generated."""
     from operators.generate.gateway.node import AgentGateway
     from operators.generate.gateway.params import GatewayParams
 
@@ -193,8 +193,8 @@ def run_gateway(
         **SETTINGS[setting],
     )
     wall, table = best_wall(AgentGateway(params), episodes, repeats)
-    generated = sum(sum(m) for m in table["response_mask"].to_pylist())
-    return wall, generated, sum(table["requests"].to_pylist())
+    per_episode = [sum(m) for m in table["response_mask"].to_pylist()]
+    return wall, sum(per_episode), sum(table["requests"].to_pylist()), max(per_episode)
 
 
 def gateway_case(model: str, episodes: int, turns: int, repeats: int) -> list[str]:
@@ -206,7 +206,7 @@ def gateway_case(model: str, episodes: int, turns: int, repeats: int) -> list[st
     with tempfile.TemporaryDirectory() as tmp:
         for setting in ("short", "long"):
             path = model if setting == "short" else long_context_copy(model, Path(tmp))
-            wall, generated, requests = run_gateway(
+            wall, generated, requests, longest = run_gateway(
                 path, episodes, turns, episodes, setting, repeats
             )
             loop_wall, loop_generated, _ = run_agent(
@@ -216,7 +216,8 @@ def gateway_case(model: str, episodes: int, turns: int, repeats: int) -> list[st
             single = per_row * episodes / run_single_turn(path, episodes, per_row, 3 * repeats)
             rate, loop_rate = generated / wall, loop_generated / loop_wall
             lines.append(
-                f"gateway, {setting} turns ({generated / requests:.1f} tokens a request; "
+                f"gateway, {setting} turns ({generated / requests:.1f} tokens a request, "
+                f"{longest} in the longest episode; "
                 f"{episodes} OpenAI-SDK episodes x {turns} requests, all in flight): "
                 f"{rate:.0f} tokens/s = {rate / single:.2f}x single-turn ({episodes} x "
                 f"{per_row} tokens: {single:.0f}), {rate / loop_rate:.2f}x agent_loop "
@@ -226,7 +227,7 @@ def gateway_case(model: str, episodes: int, turns: int, repeats: int) -> list[st
     loop_one, _, _ = run_agent(model, one, turns, 1, "short", repeats)
     per_turn = loop_one / (one * turns) * 1000
     for agent, how in (("chatty_agent", "its client"), ("chatty_agent_over_http", "HTTP")):
-        one_wall, _, requests = run_gateway(model, one, turns, 1, "short", repeats, agent)
+        one_wall, _, requests, _ = run_gateway(model, one, turns, 1, "short", repeats, agent)
         per_request = one_wall / requests * 1000
         lines.append(
             f"gateway overhead per request at concurrency 1 ({how}): "
