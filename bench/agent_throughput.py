@@ -9,10 +9,11 @@ an episode's tool time stalls generation; at 16 the engine batches the turns of 
 episodes while others wait on their tools.
 
 The *gateway* case runs the same episodes as a user's OpenAI-SDK agent (``chatty_agent``: each
-turn is one chat request, answered by a user message) behind ``agent_gateway``: its tokens/s
-against single-turn and against ``agent_loop`` with instant tools, all episodes in flight, and
-its per-request overhead: wall seconds per request at concurrency 1 minus ``agent_loop``'s per
-turn.
+turn is one chat request, answered by a user message) behind ``agent_gateway``, for both turn
+lengths: its tokens/s against single-turn and against ``agent_loop`` with instant tools, all
+episodes in flight, and its per-request overhead: wall seconds per request at concurrency 1
+minus ``agent_loop``'s per turn, through the client the agent is handed (in process) and
+through a client the agent makes itself (HTTP on loopback, ``chatty_agent_over_http``).
 
 Two turn lengths: *short*, the tiny model as trained (it answers in 1-2 tokens, so per-turn
 costs dominate), and *long*, the same weights with a 1024-position context sampled at
@@ -25,6 +26,7 @@ after ~16 tokens). Run from the repository root:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -147,47 +149,92 @@ async def chatty_agent(client: Any, task: dict[str, Any]) -> float:
     return 0.0
 
 
+_HTTP: dict[Any, Any] = {}  # one keep-alive connection pool per agents' event loop
+
+
+async def chatty_agent_over_http(client: Any, task: dict[str, Any]) -> float:
+    """``chatty_agent`` on an OpenAI client of its own: HTTP on loopback to the session's URL
+    (an agent that makes its client itself instead of using the one it is handed)."""
+    import httpx
+    import openai
+
+    loop = asyncio.get_running_loop()
+    if loop not in _HTTP:
+        _HTTP[loop] = httpx.AsyncClient(timeout=None)
+    own = openai.AsyncOpenAI(
+        base_url=str(client.base_url),
+        api_key=client.api_key,
+        http_client=_HTTP[loop],
+        max_retries=0,
+    )
+    return await chatty_agent(own, task)
+
+
 def run_gateway(
-    model: str, episodes: int, turns: int, concurrency: int, repeats: int = 1
-) -> tuple[float, int, int]:
+    model: str,
+    episodes: int,
+    turns: int,
+    concurrency: int,
+    setting: str = "short",
+    repeats: int = 1,
+    agent: str = "chatty_agent",
+) -> tuple[float, int, int, int]:
     """Wall seconds of ``episodes`` gateway episodes (the best of ``repeats``), the tokens the
-    model generated and the requests made."""
+    model generated, the requests made and the most tokens one episode generated."""
     from operators.generate.gateway.node import AgentGateway
     from operators.generate.gateway.params import GatewayParams
 
     os.environ["BENCH_TURNS"] = str(turns)
     params = GatewayParams(
         model_path=model,
-        agent="bench.agent_throughput:chatty_agent",
+        agent=f"bench.agent_throughput:{agent}",
         max_turns=turns,
         max_concurrency=concurrency,
-        **SETTINGS["short"],
+        **SETTINGS[setting],
     )
     wall, table = best_wall(AgentGateway(params), episodes, repeats)
-    generated = sum(sum(m) for m in table["response_mask"].to_pylist())
-    return wall, generated, sum(table["requests"].to_pylist())
+    per_episode = [sum(m) for m in table["response_mask"].to_pylist()]
+    return wall, sum(per_episode), sum(table["requests"].to_pylist()), max(per_episode)
 
 
-def gateway_case(model: str, episodes: int, turns: int, repeats: int) -> None:
+def gateway_case(model: str, episodes: int, turns: int, repeats: int) -> list[str]:
     """The gateway's tokens/s against single-turn and agent_loop (instant tools, every
-    episode in flight), and its per-request overhead at concurrency 1."""
+    episode in flight) for both turn lengths, and its per-request overhead at concurrency 1
+    through the client the agent is handed and over HTTP. Returns the lines to print."""
     os.environ[LATENCY] = "0"
-    wall, generated, _ = run_gateway(model, episodes, turns, episodes, repeats)
-    loop_wall, loop_generated, _ = run_agent(model, episodes, turns, episodes, "short", repeats)
-    per_row = max(1, round(generated / episodes))
-    single = per_row * episodes / run_single_turn(model, episodes, per_row, 3 * repeats)
-    rate, loop_rate = generated / wall, loop_generated / loop_wall
-    one = 8  # episodes at concurrency 1
-    one_wall, _, requests = run_gateway(model, one, turns, 1, repeats)
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for setting in ("short", "long"):
+            path = model if setting == "short" else long_context_copy(model, Path(tmp))
+            wall, generated, requests, longest = run_gateway(
+                path, episodes, turns, episodes, setting, repeats
+            )
+            loop_wall, loop_generated, _ = run_agent(
+                path, episodes, turns, episodes, setting, repeats
+            )
+            per_row = max(1, round(generated / episodes))
+            single = per_row * episodes / run_single_turn(path, episodes, per_row, 3 * repeats)
+            rate, loop_rate = generated / wall, loop_generated / loop_wall
+            lines.append(
+                f"gateway, {setting} turns ({generated / requests:.1f} tokens a request, "
+                f"{longest} in the longest episode; "
+                f"{episodes} OpenAI-SDK episodes x {turns} requests, all in flight): "
+                f"{rate:.0f} tokens/s = {rate / single:.2f}x single-turn ({episodes} x "
+                f"{per_row} tokens: {single:.0f}), {rate / loop_rate:.2f}x agent_loop "
+                f"({loop_rate:.0f})"
+            )
+    one = 16  # episodes at concurrency 1
     loop_one, _, _ = run_agent(model, one, turns, 1, "short", repeats)
-    overhead = (one_wall / requests - loop_one / (one * turns)) * 1000
-    print(
-        f"gateway ({episodes} OpenAI-SDK episodes x {turns} requests, all in flight): "
-        f"{rate:.0f} tokens/s = {rate / single:.2f}x single-turn ({single:.0f}), "
-        f"{rate / loop_rate:.2f}x agent_loop ({loop_rate:.0f}); per-request overhead at "
-        f"concurrency 1: {overhead:.1f} ms ({one_wall / requests * 1000:.1f} ms per request "
-        f"vs {loop_one / (one * turns) * 1000:.1f} ms per agent_loop turn)"
-    )
+    per_turn = loop_one / (one * turns) * 1000
+    for agent, how in (("chatty_agent", "its client"), ("chatty_agent_over_http", "HTTP")):
+        one_wall, _, requests, _ = run_gateway(model, one, turns, 1, "short", repeats, agent)
+        per_request = one_wall / requests * 1000
+        lines.append(
+            f"gateway overhead per request at concurrency 1 ({how}): "
+            f"{per_request - per_turn:.1f} ms ({per_request:.1f} ms per request vs "
+            f"{per_turn:.1f} ms per agent_loop turn)"
+        )
+    return lines
 
 
 def run_single_turn(model: str, rows: int, tokens: int, repeats: int) -> float:
@@ -249,8 +296,10 @@ def main() -> None:
 
     torch.set_num_threads(1)
     model = str(build_tiny_task(ROOT / ".cache" / "tiny") / "model")
-    gateway_case(model, args.episodes, args.turns, args.repeats)
+    gateway = gateway_case(model, args.episodes, args.turns, args.repeats)
     if args.gateway_only:
+        print(load_line("end"))
+        print(*gateway, sep="\n")
         return
     walls = {}
     for concurrency in (1, 16):
@@ -267,7 +316,7 @@ def main() -> None:
         long = long_context_copy(model, Path(tmp))
         headline.append(tokens_per_second(long, "long", args.episodes, args.turns, args.repeats))
     print(load_line("end"))
-    print(*headline, sep="\n")
+    print(*gateway, *headline, sep="\n")
 
 
 if __name__ == "__main__":

@@ -48,3 +48,13 @@ async def by_prompt(client: Any, task: dict[str, Any]) -> Any:
 
 def not_async(client: Any, task: dict[str, Any]) -> float:
     return 1.0
+
+
+async def over_http(client: Any, task: dict[str, Any]) -> Any:
+    """The lookup agent on a client of its own: real HTTP to the session's base URL."""
+    import openai
+
+    async with openai.AsyncOpenAI(
+        base_url=str(client.base_url), api_key=client.api_key, max_retries=0
+    ) as own:
+        return await lookup(own, task)

@@ -3,7 +3,8 @@
 Each prompt row starts ``n`` episodes (its GRPO group). An episode is a session of the
 gateway (operators/generate/gateway/server.py) on this rollout worker and one call of the
 user's ``async def rollout(client, task)`` with an ``openai.AsyncOpenAI`` client whose base
-URL is the session's and whose key is the gateway's bearer token; ``task`` is the prompt row
+URL is the session's and whose key is the gateway's bearer token (its requests reach the
+gateway's app in process, without a socket); ``task`` is the prompt row
 (with its ``sample_idx``). Up to ``max_concurrency`` episodes run at once and their requests
 batch together in the engine. The gateway owns the tokens (session.py): each row holds the
 session's trajectory with the columns `agent_loop` stores, plus ``reward`` (the agent's),
@@ -33,7 +34,7 @@ from operators.generate.gateway.server import GatewayServer, Sessions, build_app
 from operators.generate.gateway.session import Session, SessionSetup
 from operators.generate.policy_engine import PolicyEngine
 from operators.generate.single_turn import GENERATE_COLUMNS, GENERATE_PORTS
-from operators.rollout.guard import new_token
+from operators.rollout.guard import ASGIApp, new_token
 from rldag import Column, NodeContext, NodeKind, OperatorDef, RowError, columns
 
 # The columns `agent_gateway` adds to those of `agent_loop`.
@@ -64,6 +65,7 @@ class AgentGateway(PolicyEngine):
         self.parse = tool_parser(params.tool_parser)
         self.sessions = Sessions()
         self.token = new_token()  # the gateway accepts no other
+        self.app = build_app(self.sessions, self.token, params.served_model)
         self.server: GatewayServer | None = None  # started on the worker's first step
 
     def close(self) -> None:
@@ -78,7 +80,7 @@ class AgentGateway(PolicyEngine):
         import openai  # the `agents` extra; imported here, not on the agents' event loop
 
         if self.server is None:
-            self.server = GatewayServer(build_app(self.sessions, self.token, self.p.served_model))
+            self.server = GatewayServer(self.app)
         sampling, base = self.sampling(ctx, self.p.max_tokens_per_turn)
         if self.engine is not None:
             sampler: LoopTurns | ServerTurns = LoopTurns(self.engine, self.policy_version)
@@ -89,7 +91,7 @@ class AgentGateway(PolicyEngine):
         )
         rows = prompts.to_pylist()
         agents = LoopThread("rldag-agents")
-        shared = agents.run(_shared(self.p.max_concurrency))
+        shared = agents.run(_shared(self.p.max_concurrency, self.app))
         try:
             running = {
                 agents.submit(self._episode(openai, setup, shared, ctx, rows[i], k)): (i, k)
@@ -205,15 +207,17 @@ class AgentGateway(PolicyEngine):
         )
 
 
-async def _shared(concurrency: int) -> tuple[Any, Any]:
-    """The bound on episodes in flight and the HTTP connection pool their clients share
-    (made on the agents' event loop)."""
+async def _shared(concurrency: int, app: ASGIApp) -> tuple[Any, Any]:
+    """The bound on episodes in flight and the HTTP client their OpenAI clients share (made on
+    the agents' event loop): it hands each request to the gateway's ``app`` in process, on
+    this loop (no socket, no HTTP parsing, no thread hop); the base URLs still name the
+    gateway's HTTP server, which serves the same app to clients the agent makes itself."""
     import asyncio
 
     import httpx
 
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    return asyncio.Semaphore(concurrency), httpx.AsyncClient(limits=limits, timeout=None)
+    transport = httpx.ASGITransport(app, raise_app_exceptions=False)
+    return asyncio.Semaphore(concurrency), httpx.AsyncClient(transport=transport, timeout=None)
 
 
 def gateway_columns() -> tuple[Column, ...]:

@@ -8,6 +8,7 @@ import json
 import pyarrow as pa
 import pytest
 
+from operators.generate.gateway.agents import agent_function
 from operators.generate.gateway.node import AgentGateway
 from operators.generate.gateway.params import GatewayParams, OnAgentError
 from rldag import RowError, SpecError
@@ -104,3 +105,25 @@ def test_the_agent_is_checked_when_the_params_are(model):
         GatewayParams(model_path=model, agent="tests.support.gateway_agents:not_async")
     with pytest.raises(SpecError, match="give the agent"):
         GatewayParams(model_path=model)
+
+
+def test_the_agents_client_is_served_in_process_with_the_tokens_http_gets(op):
+    """The client handed to the agent skips the socket; an agent's own client over HTTP gets
+    the same episodes, token for token (per-sequence RNG), with the same log-probs up to the
+    float noise of other batch shapes."""
+    served = op.server.server.server_state
+    before = served.total_requests
+    in_process = run(op, [6, 17])
+    assert served.total_requests == before  # nothing went over HTTP
+    agent = op.agent
+    op.agent = agent_function("tests.support.gateway_agents:over_http")
+    try:
+        over_http = run(op, [6, 17])
+    finally:
+        op.agent = agent
+    assert served.total_requests - before == sum(over_http["requests"].to_pylist()) > 0
+    for name in ("prompt_ids", "response_ids", "response_mask", "reward"):
+        assert in_process[name].to_pylist() == over_http[name].to_pylist(), name
+    ours, theirs = (t["response_logprobs"].to_pylist() for t in (in_process, over_http))
+    for mine, other in zip(ours, theirs, strict=True):
+        assert mine == pytest.approx(other, abs=1e-4)
