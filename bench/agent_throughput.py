@@ -18,7 +18,10 @@ through a client the agent makes itself (HTTP on loopback, ``chatty_agent_over_h
 Two turn lengths: *short*, the tiny model as trained (it answers in 1-2 tokens, so per-turn
 costs dominate), and *long*, the same weights with a 1024-position context sampled at
 temperature 100 (near-uniform over its 16-token vocabulary: a turn ends when it samples EOS,
-after ~16 tokens). Run from the repository root:
+after ~16 tokens); the gateway case also runs long turns on a rollout server and on *wider*,
+an 8.4M-parameter random copy (8 layers x 256), whose decode step is no longer shorter than
+a request's Python. Single-turn baselines: each episode's tokens as one sequence of that
+length (the same tokens), and every row the mean length. Run from the repository root:
 
     python bench/agent_throughput.py [--episodes 64] [--turns 3] [--repeats 3] [--gateway-only]
 """
@@ -44,12 +47,14 @@ sys.path.insert(0, str(ROOT))
 
 from operators.generate.agent.environment import AssistantTurn, ToolCall  # noqa: E402
 
+ENGINES = {"torch": "the in-process engine", "server": "a rollout server (engine: server)"}
 LATENCY = "BENCH_TOOL_LATENCY_S"  # seconds per tool call (default 0.1), read at each call
 # The sampling and budgets of each turn length (the long one on the long-context copy).
 SETTINGS = {
     "short": {"temperature": 1.0, "max_tokens_per_turn": 8, "max_total_tokens": 64},
     "long": {"temperature": 100.0, "max_tokens_per_turn": 96, "max_total_tokens": 512},
 }
+SETTINGS["wider"] = SETTINGS["long"]  # long turns on a wider, deeper copy (`wider_copy`)
 
 
 def slow_tool(key: int) -> str:
@@ -76,9 +81,9 @@ def prompts(count: int) -> pa.Table:
     )
 
 
-def long_context_copy(model: str, into: Path, positions: int = 1024) -> str:
+def long_context_copy(model: str, into: Path, positions: int = 1024, name: str = "model") -> str:
     """A copy of ``model`` whose config allows ``positions`` positions (RoPE has no limit)."""
-    target = into / "model"
+    target = into / name
     shutil.copytree(model, target)
     for name, key in (
         ("config.json", "max_position_embeddings"),
@@ -89,6 +94,23 @@ def long_context_copy(model: str, into: Path, positions: int = 1024) -> str:
         config[key] = positions
         path.write_text(json.dumps(config))
     return str(target)
+
+
+def wider_copy(model: str, into: Path, hidden: int = 256, layers: int = 8) -> str:
+    """A long-context copy of ``model`` with ``layers`` layers of width ``hidden`` and random
+    weights (seed 0; 8.4M parameters, 17x the tiny model's): the same tokenizer and chat
+    template, and a decode step long enough that per-request Python is no longer most of it."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = long_context_copy(model, into, name="wider")
+    config = AutoConfig.from_pretrained(path)
+    config.hidden_size, config.intermediate_size = hidden, 4 * hidden
+    config.num_attention_heads = config.num_key_value_heads = hidden // 32
+    config.num_hidden_layers, config.layer_types = layers, ["full_attention"] * layers
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    return path
 
 
 def best_wall(op: Any, episodes: int, repeats: int) -> tuple[float, pa.Table]:
@@ -178,9 +200,11 @@ def run_gateway(
     setting: str = "short",
     repeats: int = 1,
     agent: str = "chatty_agent",
-) -> tuple[float, int, int, int]:
-    """Wall seconds of ``episodes`` gateway episodes (the best of ``repeats``), the tokens the
-    model generated, the requests made and the most tokens one episode generated."""
+    engine: str = "torch",
+) -> tuple[float, list[int], int]:
+    """Wall seconds of ``episodes`` gateway episodes (the best of ``repeats``) on ``engine``
+    (``server``: one rldag rollout server, its own process), the tokens the model generated in
+    each episode and the requests made."""
     from operators.generate.gateway.node import AgentGateway
     from operators.generate.gateway.params import GatewayParams
 
@@ -190,11 +214,13 @@ def run_gateway(
         agent=f"bench.agent_throughput:{agent}",
         max_turns=turns,
         max_concurrency=concurrency,
+        engine=engine,
+        servers=1,
         **SETTINGS[setting],
     )
     wall, table = best_wall(AgentGateway(params), episodes, repeats)
     per_episode = [sum(m) for m in table["response_mask"].to_pylist()]
-    return wall, sum(per_episode), sum(table["requests"].to_pylist()), max(per_episode)
+    return wall, per_episode, sum(table["requests"].to_pylist())
 
 
 def gateway_case(model: str, episodes: int, turns: int, repeats: int) -> list[str]:
@@ -204,30 +230,35 @@ def gateway_case(model: str, episodes: int, turns: int, repeats: int) -> list[st
     os.environ[LATENCY] = "0"
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
-        for setting in ("short", "long"):
-            path = model if setting == "short" else long_context_copy(model, Path(tmp))
-            wall, generated, requests, longest = run_gateway(
-                path, episodes, turns, episodes, setting, repeats
-            )
+        copies = {"long": long_context_copy, "wider": wider_copy}
+        for setting in ("short", "long", "wider"):
+            path = copies[setting](model, Path(tmp)) if setting in copies else model
             loop_wall, loop_generated, _ = run_agent(
                 path, episodes, turns, episodes, setting, repeats
             )
-            per_row = max(1, round(generated / episodes))
-            single = per_row * episodes / run_single_turn(path, episodes, per_row, 3 * repeats)
-            rate, loop_rate = generated / wall, loop_generated / loop_wall
-            lines.append(
-                f"gateway, {setting} turns ({generated / requests:.1f} tokens a request, "
-                f"{longest} in the longest episode; "
-                f"{episodes} OpenAI-SDK episodes x {turns} requests, all in flight): "
-                f"{rate:.0f} tokens/s = {rate / single:.2f}x single-turn ({episodes} x "
-                f"{per_row} tokens: {single:.0f}), {rate / loop_rate:.2f}x agent_loop "
-                f"({loop_rate:.0f})"
-            )
+            for engine in ("torch", "server") if setting == "long" else ("torch",):
+                wall, lengths, requests = run_gateway(
+                    path, episodes, turns, episodes, setting, repeats, engine=engine
+                )
+                generated = sum(lengths)
+                per_row = max(1, round(generated / episodes))
+                single = generated / run_single_turn(path, episodes, per_row, 3 * repeats)
+                same = generated / run_single_turn_lengths(path, lengths, 3 * repeats)
+                rate, loop_rate = generated / wall, loop_generated / loop_wall
+                lines.append(
+                    f"gateway on {ENGINES[engine]}, {setting} turns ({generated / requests:.1f} "
+                    f"tokens a request, {max(lengths)} in the longest episode; {episodes} "
+                    f"OpenAI-SDK episodes x {turns} requests, all in flight): {rate:.0f} "
+                    f"tokens/s = {rate / same:.2f}x single-turn of the same tokens (each "
+                    f"episode's as one sequence: {same:.0f}), {rate / single:.2f}x single-turn "
+                    f"of {episodes} x {per_row} tokens ({single:.0f}), {rate / loop_rate:.2f}x "
+                    f"agent_loop in process ({loop_rate:.0f})"
+                )
     one = 16  # episodes at concurrency 1
     loop_one, _, _ = run_agent(model, one, turns, 1, "short", repeats)
     per_turn = loop_one / (one * turns) * 1000
     for agent, how in (("chatty_agent", "its client"), ("chatty_agent_over_http", "HTTP")):
-        one_wall, _, requests, _ = run_gateway(model, one, turns, 1, "short", repeats, agent)
+        one_wall, _, requests = run_gateway(model, one, turns, 1, "short", repeats, agent)
         per_request = one_wall / requests * 1000
         lines.append(
             f"gateway overhead per request at concurrency 1 ({how}): "
@@ -252,6 +283,34 @@ def run_single_turn(model: str, rows: int, tokens: int, repeats: int) -> float:
     for _ in range(repeats):
         start = time.perf_counter()
         generate({"prompts": prompts(rows)}, ctx)
+        wall = min(wall, time.perf_counter() - start)
+    return wall
+
+
+def run_single_turn_lengths(model: str, lengths: list[int], repeats: int) -> float:
+    """Wall seconds of single-turn generation in process of one sequence per entry of
+    ``lengths``, each exactly that many tokens (EOS ignored), all in one batch: the same
+    tokens as episodes of those lengths, without their turns. The best of ``repeats``."""
+    from operators.model.hf import load_causal_lm
+    from operators.rollout import SamplingParams, TorchEngine
+
+    batcher = TorchEngine(load_causal_lm(model)).batcher
+    prompt = [5, 12, 6, 13]  # "a+b=" ids of the tiny task
+    wall = float("inf")
+    for _ in range(repeats + 1):  # the first warms up
+        start = time.perf_counter()
+        tickets = {
+            batcher.submit(
+                prompt,
+                SamplingParams(temperature=1.0, max_new_tokens=max(1, n), ignore_eos=True),
+                seed=0,
+                index=i,
+                stop_ids=[],
+            )
+            for i, n in enumerate(lengths)
+        }
+        while tickets:
+            tickets -= {ticket for ticket, _ in batcher.step()}
         wall = min(wall, time.perf_counter() - start)
     return wall
 

@@ -4,12 +4,14 @@ recomputes the same log-probs on them before its first step)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from flows.cli import main
 from tests.support.gateway import lookup_model
 from tests.support.paths import ROOT
-from tests.support.runs import run_pipeline
+from tests.support.runs import StoredRunView, run_pipeline
 
 EXAMPLE = ROOT / "examples" / "agent_gateway.yaml"
 
@@ -21,9 +23,9 @@ def test_the_example_validates_and_names_a_bad_agent(capsys):
     assert "nodes.agent.params.agent" in capsys.readouterr().err
 
 
-def test_the_agents_rows_are_exactly_what_was_sampled_and_trained_on(tmp_path):
+def _run(tmp_path: Path, *overrides: str, iterations: int = 2) -> StoredRunView:
     model = lookup_model()
-    run = run_pipeline(
+    return run_pipeline(
         EXAMPLE,
         f"storage.uri={tmp_path}",
         "ray.enabled=false",
@@ -31,8 +33,13 @@ def test_the_agents_rows_are_exactly_what_was_sampled_and_trained_on(tmp_path):
         f"nodes.prompts.params.path={model.parent / 'train.parquet'}",
         "nodes.prompts.params.batch_size=4",
         "nodes.agent.params.n=2",
-        iterations=2,
+        *overrides,
+        iterations=iterations,
     )
+
+
+def test_the_agents_rows_are_exactly_what_was_sampled_and_trained_on(tmp_path):
+    run = _run(tmp_path)
     for i in range(2):
         rows = run.table("agent", i).to_pylist()
         assert len(rows) == 8 and {r["policy_version"] for r in rows} == {i}
@@ -48,3 +55,14 @@ def test_the_agents_rows_are_exactly_what_was_sampled_and_trained_on(tmp_path):
         # before its first step the trainer's log-probs of the stored ids are the sampled ones
         assert train["approx_kl"] == pytest.approx(0.0, abs=1e-6)
         assert train["mean_logprob"] == pytest.approx(sum(sampled) / len(sampled), abs=1e-4)
+
+
+def test_on_a_rollout_server_the_agents_episodes_are_the_in_process_ones(tmp_path):
+    """The agent's requests go to the rollout server of its episode's first one, which keeps
+    the episode's cache between them: the same episodes as on the in-process engine."""
+    served = ("nodes.agent.params.engine=server", "nodes.agent.params.servers=1")
+    on_server = _run(tmp_path / "server", *served, iterations=1).table("agent", 0)
+    in_process = _run(tmp_path / "torch", iterations=1).table("agent", 0)
+    columns = ["prompt_id", "sample_idx", "response_ids", "response_mask", "requests", "reward"]
+    assert on_server.select(columns).to_pylist() == in_process.select(columns).to_pylist()
+    assert max(on_server["requests"].to_pylist()) > 1  # episodes of several requests
