@@ -16,8 +16,13 @@ warm-up):
   pipeline of those stages would gain over sync). The stages: rollout (the source,
   generate and the nodes streamed behind it: first start to last end) and train.
 
-Then sync and continuous (k = 2) learn for ``--curve-iterations`` per seed, and the reward
-against wall-clock seconds of the first seed goes to ``--png``. Last it prints (X a number):
+With ``--train-groups G`` a DAPO filter (``dynamic_sampling``, no refill round) keeps the first
+G informative groups of the 16 for the trainer, as DAPO trains on fewer groups than it
+generates: the trainer's share shrinks and generation bounds the pipeline.
+
+Then sync and continuous (k = 2) learn for ``--curve-iterations`` per seed (0: no curves),
+and the reward against wall-clock seconds of the first seed goes to ``--png``. Last it prints
+(X a number):
 
     continuous vs iteration-async (k=2): X
     fraction of ideal (continuous, k=2): X
@@ -48,6 +53,7 @@ PROMPTS, GROUP = 16, 8
 SLOTS = PROMPTS * GROUP
 WARM = 2  # iterations left out of the figures
 FINAL = 10  # iterations whose mean reward is a run's final reward
+EXTRA: list[str] = []  # overrides every run gets (--train-groups)
 CONFIGS = {  # name -> (k, mode)
     "sync": (0, "iteration"),
     "iteration k=1": (1, "iteration"),
@@ -134,6 +140,7 @@ def measure(name: str, iterations: int, seed: int, runs: Path) -> dict:
         f"nodes.prompts.params.batch_size={PROMPTS}",
         f"nodes.generate.params.n={GROUP}",
         f"nodes.generate.params.max_batch_size={SLOTS}",
+        *EXTRA,
     ]
     command = [sys.executable, __file__, "--child", str(k), mode, *overrides]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -152,6 +159,49 @@ def time_to(curve: list[tuple[float, float]], target: float) -> float:
 
 def final(curve: list[tuple[float, float]]) -> float:
     return statistics.mean(r for _, r in curve[-FINAL:])
+
+
+def dapo_filter(train_groups: int) -> list[str]:
+    """Overrides: a dynamic_sampling filter between score and advantage keeping the first
+    `train_groups` informative groups, with no refill round."""
+    node = "nodes.filter"
+    return [
+        f"{node}.kind=transform",
+        f"{node}.op=dynamic_sampling",
+        f"{node}.inputs.scored=score",
+        f"{node}.params.metric=reward",
+        f"{node}.params.train_groups={train_groups}",
+        f"{node}.params.max_rounds=1",
+        "nodes.advantage.inputs.scored=filter",
+    ]
+
+
+def decode_scaling(batches: tuple[int, ...] = (16, 32, 64, 128), tokens: int = 64) -> str:
+    """The engine's decode tokens/s on the long-CoT model, one thread, by the number of
+    sequences in its batch (fuller slots pay only while a step's cost grows slower than its
+    rows: on a GPU, memory-bound, nearly free; on a CPU, compute-bound, it saturates)."""
+    import torch
+
+    from operators.model.hf import load_causal_lm
+    from operators.rollout import SamplingParams, TorchEngine
+
+    torch.set_num_threads(1)
+    batcher = TorchEngine(load_causal_lm(str(ROOT / ".cache/tiny-long-cot/model"))).batcher
+    params = SamplingParams(temperature=1.0, max_new_tokens=tokens, ignore_eos=True)
+    rates = []
+    for rows in batches:
+        best = float("inf")
+        for repeat in range(3):
+            start = time.perf_counter()
+            tickets = {
+                batcher.submit([3, 4, 5, 6, 7, 8], params, seed=repeat, index=i, stop_ids=[])
+                for i in range(rows)
+            }
+            while tickets:
+                tickets -= {ticket for ticket, _ in batcher.step()}
+            best = min(best, time.perf_counter() - start)
+        rates.append(f"{rows}: {rows * tokens / best:.0f}")
+    return "decode tokens/s by sequences in the batch: " + ", ".join(rates)
 
 
 def throughput(iterations: int, runs: Path) -> dict[str, dict]:
@@ -202,6 +252,7 @@ def main() -> None:
     parser.add_argument("--curve-iterations", type=int, default=60)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--png", type=Path, default=ROOT / "docs/results/long_tail.png")
+    parser.add_argument("--train-groups", type=int, default=0, help="a DAPO filter keeps these")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
     if args.child:
@@ -209,9 +260,14 @@ def main() -> None:
         return
     print(describe())
     print(load_line("start"), flush=True)
+    if args.train_groups:
+        EXTRA.extend(dapo_filter(args.train_groups))
+        print(f"a DAPO filter keeps {args.train_groups} of {PROMPTS} groups (no refill)")
+    print(decode_scaling(), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         found = throughput(args.iterations, Path(tmp))
-        ratio = learning(args.curve_iterations, args.seeds, Path(tmp), args.png)
+        curves = args.curve_iterations > 0
+        ratio = learning(args.curve_iterations, args.seeds, Path(tmp), args.png) if curves else 0
     stages = found["sync"]["stages"]
     ideal = sum(stages.values()) / max(stages.values())
     sync_s = found["sync"]["per_iteration"]
@@ -222,7 +278,8 @@ def main() -> None:
     print(f"continuous vs iteration-async (k=2): {gain:.2f}")
     print(f"fraction of ideal (continuous, k=2): {sync_s / cont['per_iteration'] / ideal:.2f}")
     print(f"slot occupancy (continuous, k=2): {cont['occupancy']:.2f}")
-    print(f"time to sync's final reward (continuous / sync): {ratio:.2f}")
+    if ratio:
+        print(f"time to sync's final reward (continuous / sync): {ratio:.2f}")
 
 
 if __name__ == "__main__":
