@@ -58,3 +58,17 @@ async def over_http(client: Any, task: dict[str, Any]) -> Any:
         base_url=str(client.base_url), api_key=client.api_key, max_retries=0
     ) as own:
         return await lookup(own, task)
+
+
+async def both_clients_at_once(client: Any, task: dict[str, Any]) -> float:
+    """Two requests of one session at the same moment, one on the handed client and one on
+    a client of its own over HTTP; 1.0 when both are answered."""
+    import openai
+
+    async with openai.AsyncOpenAI(
+        base_url=str(client.base_url), api_key=client.api_key, max_retries=0
+    ) as own:
+        await asyncio.gather(
+            *(c.chat.completions.create(model="policy", messages=ASK) for c in (client, own))
+        )
+    return 1.0

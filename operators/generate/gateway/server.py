@@ -124,7 +124,7 @@ class GatewayApp:
                 else (parse_completion, session.complete, completion_body)
             )
             req = parse(payload, p.temperature, p.top_p)
-            choices = await sample(req)
+            choices = await session.served(sample(req))
             prompt = len(session.seg.episode.prompt_ids) if session.seg else 0
             extra = {"call_prefix": f"call_{session.requests}"} if chat else {}
             return body(

@@ -25,8 +25,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from operators.generate.agent.environment import AssistantTurn, CallRecord
 from operators.generate.agent.episode import Episode, TurnRecord, stored_message
@@ -48,6 +49,8 @@ from operators.rollout.sampling import Completion, SamplingParams
 
 if TYPE_CHECKING:
     from operators.generate.agent.samplers import LoopTurns, ServerTurns
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -98,10 +101,19 @@ class Session:
         self.errors: list[str] = []
         self.ended = ""  # the finish reason once a budget ended the episode
         self.closed = False
+        self.home = _running_loop()  # the agents' loop: every request of the session runs there
         self._order = asyncio.Lock()  # one request at a time (each must see the last one's end)
         self._state = threading.Lock()  # against `finish` from the agents' thread
 
     # ---- requests --------------------------------------------------------------------------
+
+    async def served(self, request: Awaitable[T]) -> T:
+        """``request`` (one of this session's coroutines) run on the session's home loop:
+        a request over HTTP arrives on the server's loop, the agent's handed client on the
+        agents' loop, and the session's order lock must see them all on one loop."""
+        if self.home is None or self.home is asyncio.get_running_loop():
+            return await request
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(request, self.home))
 
     async def chat(self, request: ChatRequest) -> list[Choice]:
         async with self._order:
@@ -353,6 +365,14 @@ class Session:
             last = ep.turns[-1].finish if ep.turns else "stop"
             ep.finish_reason = self.ended or (FinishReason.length if last == "length" else "stop")
             return ep
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running now (None outside one)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _same_reply(ours: Message, theirs: Message) -> bool:

@@ -127,3 +127,16 @@ def test_the_agents_client_is_served_in_process_with_the_tokens_http_gets(op):
     ours, theirs = (t["response_logprobs"].to_pylist() for t in (in_process, over_http))
     for mine, other in zip(ours, theirs, strict=True):
         assert mine == pytest.approx(other, abs=1e-4)
+
+
+def test_one_sessions_requests_at_once_on_both_clients_are_each_answered(op):
+    """Requests over HTTP arrive on the server's event loop and those of the handed client on
+    the agents': a session serves them all on the agents' loop, one after the other."""
+    agent = op.agent
+    op.agent = agent_function("tests.support.gateway_agents:both_clients_at_once")
+    try:
+        table = run(op, [6, 17])
+    finally:
+        op.agent = agent
+    assert set(table["agent_error"].to_pylist()) == {""}
+    assert set(table["reward"].to_pylist()) == {1.0} and set(table["requests"].to_pylist()) == {2}
