@@ -36,6 +36,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -132,32 +133,38 @@ def best_wall(op: Any, episodes: int, repeats: int) -> tuple[float, pa.Table]:
     return wall, table
 
 
-def run_agent(
-    model: str,
-    episodes: int,
-    turns: int,
-    concurrency: int,
-    setting: str = "short",
-    repeats: int = 1,
-) -> tuple[float, int, float]:
-    """Wall seconds of ``episodes`` episodes (the best of ``repeats`` runs), the tokens the
-    model generated and the mean number of turns."""
+@dataclass(frozen=True)
+class Episodes:
+    """A batch of agent episodes: the model, how many, turns each, how many at once, the turn
+    length (``SETTINGS``) and how many timed runs (the best counts)."""
+
+    model: str
+    episodes: int
+    turns: int
+    concurrency: int
+    setting: str = "short"
+    repeats: int = 1
+
+
+def run_agent(w: Episodes) -> tuple[float, int, float]:
+    """Wall seconds of ``w``'s episodes on ``agent_loop`` (the best of its runs), the tokens
+    the model generated and the mean number of turns."""
     from operators.generate.agent.loop import AgentLoop
     from operators.generate.agent.params import AgentParams
 
     params = AgentParams(
-        model_path=model,
+        model_path=w.model,
         tools=["bench.agent_throughput:slow_tool"],
         tool_parser="bench.agent_throughput:every_turn_calls",
-        max_turns=turns,
-        max_concurrency=concurrency,
-        **SETTINGS[setting],
+        max_turns=w.turns,
+        max_concurrency=w.concurrency,
+        **SETTINGS[w.setting],
     )
-    wall, table = best_wall(AgentLoop(params), episodes, repeats)
+    wall, table = best_wall(AgentLoop(params), w.episodes, w.repeats)
     generated = sum(sum(m) for m in table["response_mask"].to_pylist())
     num_turns = table["num_turns"].to_pylist()
-    if setting == "short":  # the trained model always stops: every episode has every turn
-        assert set(num_turns) == {turns}, num_turns
+    if w.setting == "short":  # the trained model always stops: every episode has every turn
+        assert set(num_turns) == {w.turns}, num_turns
     return wall, generated, sum(num_turns) / len(num_turns)
 
 
@@ -193,32 +200,25 @@ async def chatty_agent_over_http(client: Any, task: dict[str, Any]) -> float:
 
 
 def run_gateway(
-    model: str,
-    episodes: int,
-    turns: int,
-    concurrency: int,
-    setting: str = "short",
-    repeats: int = 1,
-    agent: str = "chatty_agent",
-    engine: str = "torch",
+    w: Episodes, agent: str = "chatty_agent", engine: str = "torch"
 ) -> tuple[float, list[int], int]:
-    """Wall seconds of ``episodes`` gateway episodes (the best of ``repeats``) on ``engine``
+    """Wall seconds of ``w``'s episodes behind the gateway (the best of its runs) on ``engine``
     (``server``: one rldag rollout server, its own process), the tokens the model generated in
     each episode and the requests made."""
     from operators.generate.gateway.node import AgentGateway
     from operators.generate.gateway.params import GatewayParams
 
-    os.environ["BENCH_TURNS"] = str(turns)
+    os.environ["BENCH_TURNS"] = str(w.turns)
     params = GatewayParams(
-        model_path=model,
+        model_path=w.model,
         agent=f"bench.agent_throughput:{agent}",
-        max_turns=turns,
-        max_concurrency=concurrency,
+        max_turns=w.turns,
+        max_concurrency=w.concurrency,
         engine=engine,
         servers=1,
-        **SETTINGS[setting],
+        **SETTINGS[w.setting],
     )
-    wall, table = best_wall(AgentGateway(params), episodes, repeats)
+    wall, table = best_wall(AgentGateway(params), w.episodes, w.repeats)
     per_episode = [sum(m) for m in table["response_mask"].to_pylist()]
     return wall, per_episode, sum(table["requests"].to_pylist())
 
@@ -233,13 +233,10 @@ def gateway_case(model: str, episodes: int, turns: int, repeats: int) -> list[st
         copies = {"long": long_context_copy, "wider": wider_copy}
         for setting in ("short", "long", "wider"):
             path = copies[setting](model, Path(tmp)) if setting in copies else model
-            loop_wall, loop_generated, _ = run_agent(
-                path, episodes, turns, episodes, setting, repeats
-            )
+            batch = Episodes(path, episodes, turns, episodes, setting, repeats)
+            loop_wall, loop_generated, _ = run_agent(batch)
             for engine in ("torch", "server") if setting == "long" else ("torch",):
-                wall, lengths, requests = run_gateway(
-                    path, episodes, turns, episodes, setting, repeats, engine=engine
-                )
+                wall, lengths, requests = run_gateway(batch, engine=engine)
                 generated = sum(lengths)
                 per_row = max(1, round(generated / episodes))
                 single = generated / run_single_turn(path, episodes, per_row, 3 * repeats)
@@ -255,10 +252,11 @@ def gateway_case(model: str, episodes: int, turns: int, repeats: int) -> list[st
                     f"agent_loop in process ({loop_rate:.0f})"
                 )
     one = 16  # episodes at concurrency 1
-    loop_one, _, _ = run_agent(model, one, turns, 1, "short", repeats)
+    alone = Episodes(model, one, turns, 1, "short", repeats)
+    loop_one, _, _ = run_agent(alone)
     per_turn = loop_one / (one * turns) * 1000
     for agent, how in (("chatty_agent", "its client"), ("chatty_agent_over_http", "HTTP")):
-        one_wall, _, requests = run_gateway(model, one, turns, 1, "short", repeats, agent)
+        one_wall, _, requests = run_gateway(alone, agent)
         per_request = one_wall / requests * 1000
         lines.append(
             f"gateway overhead per request at concurrency 1 ({how}): "
@@ -325,7 +323,7 @@ def tokens_per_second(model: str, setting: str, episodes: int, turns: int, repea
     for concurrency, latency in ((16, "0"), (16, "0.1"), (episodes, "0")):
         os.environ[LATENCY] = latency
         wall, generated, mean_turns = run_agent(
-            model, episodes, turns, concurrency, setting, repeats
+            Episodes(model, episodes, turns, concurrency, setting, repeats)
         )
         rates[concurrency, latency] = generated / wall
     per_row = max(1, round(generated / episodes))
@@ -362,7 +360,7 @@ def main() -> None:
         return
     walls = {}
     for concurrency in (1, 16):
-        wall, generated, _ = run_agent(model, args.episodes, args.turns, concurrency)
+        wall, generated, _ = run_agent(Episodes(model, args.episodes, args.turns, concurrency))
         walls[concurrency] = wall
         print(
             f"concurrency {concurrency:2d}: {args.episodes} episodes x {args.turns} turns "

@@ -45,10 +45,9 @@ class ProcessTree:
         for child in children:
             self.seen.setdefault(child.pid, child)
             # every poll: a process seen between its fork and its exec still showed its
-            # parent's command line (the Prefect server as `flows.cli run`)
-            described = _describe(child)
-            if not described.endswith("(ended)"):
-                self.commands[child.pid] = described
+            # parent's command line (the Prefect server as `flows.cli run`); one that is
+            # exiting shows none (its memory is gone before it is a zombie): kept as it was
+            self._record(child)
         return self.proc.poll()
 
     def scan(self) -> None:
@@ -58,7 +57,16 @@ class ProcessTree:
         for process in psutil.process_iter():
             if process.pid != os.getpid() and _marked(process, self):
                 self.seen.setdefault(process.pid, process)
-                self.commands[process.pid] = _describe(process)
+                self._record(process)
+
+    def _record(self, process: psutil.Process) -> None:
+        """Its command line, unless it has none to show now (ended, or exiting)."""
+        try:
+            line = process.cmdline()
+        except psutil.Error:
+            return
+        if line:
+            self.commands[process.pid] = _line(process.pid, line)
 
     def started(self, command: str) -> bool:
         """Whether a process it started had `command` in its command line."""
@@ -120,6 +128,10 @@ def _marked(process: psutil.Process, tree: ProcessTree) -> bool:
 
 def _describe(process: psutil.Process) -> str:
     try:
-        return f"{process.pid} {' '.join(process.cmdline())[:160]}"
+        return _line(process.pid, process.cmdline())
     except psutil.Error:
         return f"{process.pid} (ended)"
+
+
+def _line(pid: int, command: list[str]) -> str:
+    return f"{pid} {' '.join(command)[:160]}"

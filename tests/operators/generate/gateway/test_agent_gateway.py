@@ -107,6 +107,15 @@ def test_the_agent_is_checked_when_the_params_are(model):
         GatewayParams(model_path=model)
 
 
+def run_agent(op: AgentGateway, agent: str, ids: list[int]) -> pa.Table:
+    """`run` with another agent (`module:function`) for this call only."""
+    kept, op.agent = op.agent, agent_function(agent)
+    try:
+        return run(op, ids)
+    finally:
+        op.agent = kept
+
+
 def test_the_agents_client_is_served_in_process_with_the_tokens_http_gets(op):
     """The client handed to the agent skips the socket; an agent's own client over HTTP gets
     the same episodes, token for token (per-sequence RNG), with the same log-probs up to the
@@ -115,12 +124,7 @@ def test_the_agents_client_is_served_in_process_with_the_tokens_http_gets(op):
     before = served.total_requests
     in_process = run(op, [6, 17])
     assert served.total_requests == before  # nothing went over HTTP
-    agent = op.agent
-    op.agent = agent_function("tests.support.gateway_agents:over_http")
-    try:
-        over_http = run(op, [6, 17])
-    finally:
-        op.agent = agent
+    over_http = run_agent(op, "tests.support.gateway_agents:over_http", [6, 17])
     assert served.total_requests - before == sum(over_http["requests"].to_pylist()) > 0
     for name in ("prompt_ids", "response_ids", "response_mask", "reward"):
         assert in_process[name].to_pylist() == over_http[name].to_pylist(), name
@@ -132,11 +136,6 @@ def test_the_agents_client_is_served_in_process_with_the_tokens_http_gets(op):
 def test_one_sessions_requests_at_once_on_both_clients_are_each_answered(op):
     """Requests over HTTP arrive on the server's event loop and those of the handed client on
     the agents': a session serves them all on the agents' loop, one after the other."""
-    agent = op.agent
-    op.agent = agent_function("tests.support.gateway_agents:both_clients_at_once")
-    try:
-        table = run(op, [6, 17])
-    finally:
-        op.agent = agent
+    table = run_agent(op, "tests.support.gateway_agents:both_clients_at_once", [6, 17])
     assert set(table["agent_error"].to_pylist()) == {""}
     assert set(table["reward"].to_pylist()) == {1.0} and set(table["requests"].to_pylist()) == {2}
